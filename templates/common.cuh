@@ -1,0 +1,75 @@
+// common.cuh — element types, conversions and small math shared by every dcpattn kernel.
+// No CUDA headers: NVRTC compiles this in a fraction of the time cuda_bf16.h would cost.
+#pragma once
+
+namespace dcpattn {
+
+struct bf16 { unsigned short bits; };
+struct fp16 { unsigned short bits; };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+__device__ __forceinline__ float to_float(fp16 v) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+    return f;
+}
+
+template <class T> __device__ __forceinline__ T from_float(float f);
+template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float f) {
+    bf16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+    return r;
+}
+template <> __device__ __forceinline__ fp16 from_float<fp16>(float f) {
+    fp16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+    return r;
+}
+
+// Two floats packed into one 32-bit register of 16-bit elements: lo in bits 0-15.
+template <class T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned pack2<bf16>(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+template <> __device__ __forceinline__ unsigned pack2<fp16>(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Unpack a 32-bit register of two 16-bit elements.
+__device__ __forceinline__ float lo_float(bf16, unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_float(bf16, unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float lo_float(fp16, unsigned w) { fp16 h; h.bits = (unsigned short)(w & 0xffff); return to_float(h); }
+__device__ __forceinline__ float hi_float(fp16, unsigned w) { fp16 h; h.bits = (unsigned short)(w >> 16); return to_float(h); }
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+
+// 2^x with flush to zero; exp2(-inf) = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float fast_log2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// DCP placement (DESIGN.md 3.2): tokens this rank holds of a global prefix of length L.
+__device__ __forceinline__ int local_len(int L, int world, int rank, int interleave) {
+    const int span = world * interleave;
+    const int rem = L % span - rank * interleave;
+    return (L / span) * interleave + min(max(rem, 0), interleave);
+}
+
+}  // namespace dcpattn
