@@ -1,0 +1,172 @@
+-- gqa.lua — the GQA/MQA attention family (DESIGN.md 6): Dqk = Dv, `group` query heads per
+-- KV head, their q_len x group query rows packed into tiles of `m_tile` rows per CTA.
+-- Name: gqa_<dtype>_d<D>_g<G>_m<M>, e.g. gqa_bf16_d128_g8_m16.
+local M = {}
+
+local pairs, ipairs, tostring = pairs, ipairs, tostring
+local format, match = string.format, string.match
+local concat, sort = table.concat, table.sort
+local util = require "dcpattn.util"
+local types = require "dcpattn.types"
+
+M.family = "gqa"
+M.template = "templates/gqa_inst.cu"
+M.form = "gqa_<dtype>_d<D>_g<G>_m<M>"
+
+-- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
+
+-- Query rows per CTA tile -> CTA size.
+local M_TILES = {
+    [16] = { threads = 128 },
+    [32] = { threads = 128 },
+    [64] = { threads = 256 },
+}
+
+-- Head dim -> keys per pipeline stage (smaller for big heads to bound shared memory).
+local HEAD_DIMS = {
+    [64] = { kv_tile = 64 },
+    [96] = { kv_tile = 64 },
+    [128] = { kv_tile = 64 },
+    [192] = { kv_tile = 32 },
+    [256] = { kv_tile = 32 },
+}
+
+local STAGES = 2      -- K/V pipeline depth
+local MAX_GROUP = 64  -- query heads per KV head
+local DTYPES = { "bf16", "fp16" }
+
+-- The AOT set (keep it near 40: NVRTC compiles each one).
+local DEFAULT_DTYPES = { "bf16" }
+local DEFAULT_GROUPS = { 1, 4, 8, 16 }
+local DEFAULT_M_TILES = { 16, 64 }
+
+-- ---------------------------------------------------------------------------------------------
+
+local function sorted_numbers(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = k end
+    sort(ks)
+    for i = 1, #ks do ks[i] = tostring(ks[i]) end
+    return concat(ks, ", ")
+end
+
+M.head_dims = sorted_numbers(HEAD_DIMS)
+M.m_tiles = sorted_numbers(M_TILES)
+M.max_group = MAX_GROUP
+
+-- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles).
+function M.m_tile_for(rows)
+    local best, largest
+    for m in pairs(M_TILES) do
+        if m >= rows and (not best or m < best) then best = m end
+        if not largest or m > largest then largest = m end
+    end
+    return best or largest
+end
+
+local FIELDS = { family = true, dtype = true, head_dim = true, group = true, m_tile = true }
+
+function M.validate(spec)
+    for k in pairs(spec) do
+        if not FIELDS[k] then return nil, format("unknown field '%s'", tostring(k)) end
+    end
+    local dtype = types.canonical(spec.dtype, DTYPES)
+    if not dtype then
+        return nil, format("unknown dtype '%s' (expected %s)", tostring(spec.dtype),
+            concat(DTYPES, ", "))
+    end
+    local d = util.int(spec.head_dim)
+    if not d or not HEAD_DIMS[d] then
+        return nil, format("head dim %s not supported (expected %s)", tostring(spec.head_dim),
+            M.head_dims)
+    end
+    local g = util.int(spec.group)
+    if not g or g < 1 or g > MAX_GROUP then
+        return nil, format("group (query heads per KV head) %s not supported (expected 1..%d)",
+            tostring(spec.group), MAX_GROUP)
+    end
+    local m = util.int(spec.m_tile)
+    if not m or not M_TILES[m] then
+        return nil, format("M tile %s not allowed (expected %s)", tostring(spec.m_tile),
+            M.m_tiles)
+    end
+    return { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }
+end
+
+-- One "<letter><digits>" field of a name, e.g. d128.
+local function number_field(s, letter)
+    local digits = match(s, "^" .. letter .. "(%d+)$")
+    return digits and util.int(digits)
+end
+
+function M.parse(fields)
+    if #fields ~= 4 then
+        return nil, format("gqa variant names have 4 fields after the family (%s), got %d",
+            M.form, #fields)
+    end
+    local d = number_field(fields[2], "d")
+    local g = number_field(fields[3], "g")
+    local m = number_field(fields[4], "m")
+    local bad = (not d and fields[2]) or (not g and fields[3]) or (not m and fields[4])
+    if bad then
+        return nil, format("malformed field '%s' (expected %s)", bad, M.form)
+    end
+    return M.validate { family = "gqa", dtype = fields[1], head_dim = d, group = g, m_tile = m }
+end
+
+function M.name(spec)
+    return format("gqa_%s_d%d_g%d_m%d", spec.dtype, spec.head_dim, spec.group, spec.m_tile)
+end
+
+-- Everything the instance template and the launcher need, derived in one place.
+local function traits(spec)
+    local esize = types.info[spec.dtype].size
+    local d, m = spec.head_dim, spec.m_tile
+    local kv_tile = HEAD_DIMS[d].kv_tile
+    return {
+        threads = M_TILES[m].threads,
+        kv_tile = kv_tile,
+        stages = STAGES,
+        -- K and V tiles for every stage, plus the Q tile.
+        smem = STAGES * kv_tile * (2 * d) * esize + m * d * esize,
+    }
+end
+
+function M.bindings(spec, name)
+    local t = traits(spec)
+    return {
+        NAME = name,
+        T = types.info[spec.dtype].ctype,
+        HEAD_DIM = spec.head_dim,
+        GROUP = spec.group,
+        M_TILE = spec.m_tile,
+        THREADS = t.threads,
+        KV_TILE = t.kv_tile,
+        STAGES = t.stages,
+    }
+end
+
+function M.meta(spec)
+    local t = traits(spec)
+    return {
+        threads = t.threads, smem = t.smem, rows = spec.m_tile,
+        kv_tile = t.kv_tile, stages = t.stages,
+        dtype = spec.dtype, head_dim = spec.head_dim, group = spec.group,
+    }
+end
+
+function M.defaults()
+    local specs = {}
+    for _, dtype in ipairs(DEFAULT_DTYPES) do
+        for d in pairs(HEAD_DIMS) do
+            for _, g in ipairs(DEFAULT_GROUPS) do
+                for _, m in ipairs(DEFAULT_M_TILES) do
+                    specs[#specs + 1] = { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }
+                end
+            end
+        end
+    end
+    return specs -- the caller sorts by name
+end
+
+return M

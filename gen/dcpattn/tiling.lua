@@ -1,0 +1,76 @@
+-- tiling.lua — which attention variant serves a descriptor (the tiling heuristic).
+-- The query rows of one KV head, max_q_len x group of them, go into one M tile when they
+-- fit, so each KV byte is read once for all of them (DESIGN.md 6).
+local M = {}
+
+local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
+local format = string.format
+local util = require "dcpattn.util"
+local spec = require "dcpattn.spec"
+local gqa = require "dcpattn.gqa"
+
+M.DEFAULT_WHERE = "desc:1"
+
+local FIELDS = {
+    dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
+    max_q_len = true, max_total_q = true, max_batch = true, max_seqlen_k = true,
+}
+
+-- desc.<key> as an integer >= lo; `default` when nil or 0 and a default exists.
+local function field(desc, key, lo, default)
+    local v = desc[key]
+    if (v == nil or v == 0) and default then return default end
+    local n = util.int(v)
+    if not n or n < lo then
+        return nil, format("%s = %s: expected an integer >= %d", key, tostring(v), lo)
+    end
+    return n
+end
+
+-- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16", hq, hkv, dqk, dv,
+-- page_size, max_q_len, max_total_q, max_batch, max_seqlen_k }, or nil, err.
+function M.attn(desc, where)
+    where = where or M.DEFAULT_WHERE
+    if type(desc) ~= "table" then
+        return nil, util.err(where, "attention descriptor must be a table, got %s", type(desc))
+    end
+    for k in pairs(desc) do
+        if not FIELDS[k] then return nil, util.err(where, "unknown descriptor field '%s'", tostring(k)) end
+    end
+    local v = {}
+    local checks = {
+        { "hq", 1 }, { "hkv", 1 }, { "dqk", 1 }, { "dv", 1, "dqk" }, { "page_size", 1, 16 },
+        { "max_q_len", 1, 1 }, { "max_batch", 0, 0 }, { "max_total_q", 0, 0 }, { "max_seqlen_k", 0, 0 },
+    }
+    for _, c in ipairs(checks) do
+        local default = c[3]
+        if type(default) == "string" then default = v[default] end
+        local n, err = field(desc, c[1], c[2], default)
+        if not n then return nil, util.err(where, "%s", err) end
+        v[c[1]] = n
+    end
+    if v.page_size > 256 then
+        return nil, util.err(where, "page_size = %d: expected 1..256", v.page_size)
+    end
+    if v.dqk == 576 and v.dv == 512 then
+        return nil, util.err(where, "MLA variants are not implemented yet (dqk = 576, dv = 512)")
+    end
+    if v.dqk ~= v.dv then
+        return nil, util.err(where, "dqk = %d, dv = %d: GQA needs equal head dims (MLA: 576 and 512)",
+            v.dqk, v.dv)
+    end
+    if v.hq % v.hkv ~= 0 then
+        return nil, util.err(where, "hq = %d is not a multiple of hkv = %d", v.hq, v.hkv)
+    end
+    local group = v.hq // v.hkv
+    local rows = v.max_q_len * group
+    return spec.name({
+        family = "gqa",
+        dtype = desc.dtype == nil and "bf16" or desc.dtype,
+        head_dim = v.dqk,
+        group = group,
+        m_tile = gqa.m_tile_for(rows),
+    }, where)
+end
+
+return M
