@@ -64,6 +64,12 @@ function M.m_tile_for(rows)
     return best or largest
 end
 
+-- A field value for a message; absent fields say so.
+local function show(v)
+    if v == nil then return "(missing)" end
+    return tostring(v)
+end
+
 local FIELDS = { family = true, dtype = true, head_dim = true, group = true, m_tile = true }
 
 function M.validate(spec)
@@ -72,22 +78,22 @@ function M.validate(spec)
     end
     local dtype = types.canonical(spec.dtype, DTYPES)
     if not dtype then
-        return nil, format("unknown dtype '%s' (expected %s)", tostring(spec.dtype),
+        return nil, format("unknown dtype '%s' (expected %s)", show(spec.dtype),
             concat(DTYPES, ", "))
     end
     local d = util.int(spec.head_dim)
     if not d or not HEAD_DIMS[d] then
-        return nil, format("head dim %s not supported (expected %s)", tostring(spec.head_dim),
+        return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim),
             M.head_dims)
     end
     local g = util.int(spec.group)
     if not g or g < 1 or g > MAX_GROUP then
         return nil, format("group (query heads per KV head) %s not supported (expected 1..%d)",
-            tostring(spec.group), MAX_GROUP)
+            show(spec.group), MAX_GROUP)
     end
     local m = util.int(spec.m_tile)
     if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected %s)", tostring(spec.m_tile),
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile),
             M.m_tiles)
     end
     return { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }

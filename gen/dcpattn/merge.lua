@@ -19,6 +19,12 @@ local DEFAULTS = {
     { "fp32", "bf16" }, { "fp32", "fp16" },
 }
 
+-- A field value for a message; absent fields say so.
+local function show(v)
+    if v == nil then return "(missing)" end
+    return tostring(v)
+end
+
 local FIELDS = { family = true, in_dtype = true, out_dtype = true }
 
 function M.validate(spec)
@@ -28,12 +34,12 @@ function M.validate(spec)
     local i = types.canonical(spec.in_dtype, DTYPES)
     if not i then
         return nil, format("unknown input dtype '%s' (expected %s)",
-            tostring(spec.in_dtype), concat(DTYPES, ", "))
+            show(spec.in_dtype), concat(DTYPES, ", "))
     end
     local o = spec.out_dtype == nil and i or types.canonical(spec.out_dtype, DTYPES)
     if not o then
         return nil, format("unknown output dtype '%s' (expected %s)",
-            tostring(spec.out_dtype), concat(DTYPES, ", "))
+            show(spec.out_dtype), concat(DTYPES, ", "))
     end
     return { family = "merge", in_dtype = i, out_dtype = o }
 end
