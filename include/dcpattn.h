@@ -79,6 +79,9 @@
      DCPATTN_LOG_LEVEL  0 silent (default), 1 warnings, 2 info (each compile), 3 debug;
                         messages go to stderr unless a log callback is set.
 */
+#if defined(DCPATTN_IMPLEMENTATION) && !defined(_GNU_SOURCE) && !defined(DCPATTN_H)
+#define _GNU_SOURCE /* POSIX and GNU declarations for the implementation (dlopen, flock) */
+#endif
 #ifndef DCPATTN_H
 #define DCPATTN_H
 
@@ -327,3 +330,1724 @@ DCPATTN_KERNEL_ABI
 #endif /* DCPATTN_H */
 
 /* ======================= stop here if you only want the API ======================= */
+
+#ifdef DCPATTN_IMPLEMENTATION
+#ifndef DCPATTN_IMPLEMENTATION_DONE
+#define DCPATTN_IMPLEMENTATION_DONE
+/* The implementation needs POSIX (dlopen, flock, pthreads, clock_gettime): include
+   dcpattn.h first in the file that defines DCPATTN_IMPLEMENTATION, or build with
+   _GNU_SOURCE / _POSIX_C_SOURCE >= 200809L defined. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__cplusplus)
+#define DCPATTN__TLS thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define DCPATTN__TLS _Thread_local
+#else
+#define DCPATTN__TLS __thread
+#endif
+
+#ifndef DCPATTN_DATA_DIR
+#define DCPATTN_DATA_DIR ""
+#endif
+
+#define DCPATTN__STR2(...) #__VA_ARGS__
+#define DCPATTN__STR(...) DCPATTN__STR2(__VA_ARGS__)
+/* The kernel ABI as NVRTC sees it: the very tokens the host structs were built from. */
+static const char dcpattn__abi_text[] = DCPATTN__STR(DCPATTN_KERNEL_ABI);
+
+/* ================================ errors ================================ */
+static DCPATTN__TLS char dcpattn__detail[4096];
+
+const char *dcpattn_status_string(dcpattn_status s) {
+    switch (s) {
+#define DCPATTN__X_CASE(name, text) \
+    case DCPATTN_STATUS_##name:     \
+        return text;
+        DCPATTN_STATUS_LIST(DCPATTN__X_CASE)
+#undef DCPATTN__X_CASE
+    default:
+        return "unknown status";
+    }
+}
+const char *dcpattn_last_error(void) { return dcpattn__detail; }
+const char *dcpattn_version(void) { return DCPATTN_VERSION_STRING; }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static dcpattn_status dcpattn__fail(dcpattn_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dcpattn__detail, sizeof dcpattn__detail, fmt, ap);
+    va_end(ap);
+    return s;
+}
+#define DCPATTN__TRY(expr)                          \
+    do {                                            \
+        dcpattn_status dcpattn__s_ = (expr);        \
+        if (dcpattn__s_ != DCPATTN_STATUS_SUCCESS)  \
+            return dcpattn__s_;                     \
+    } while (0)
+
+static double dcpattn__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 64-bit FNV-1a; two bases give the 128-bit cache key. */
+static uint64_t dcpattn__fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+#define DCPATTN__FNV_A 14695981039346656037ull
+#define DCPATTN__FNV_B 0x84222325cbf29ce4ull
+
+static char *dcpattn__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *r = (char *)malloc(n);
+    if (r)
+        memcpy(r, s, n);
+    return r;
+}
+
+/* ============================ dynamic libraries ============================ */
+typedef int dcpattn__CUresult;
+typedef int dcpattn__CUdevice;
+typedef struct CUctx_st *dcpattn__CUcontext;
+typedef struct CUmod_st *dcpattn__CUmodule;
+typedef struct CUfunc_st *dcpattn__CUfunction;
+typedef struct dcpattn__nvrtc_prog *dcpattn__nvrtcProgram;
+
+typedef struct dcpattn__driver_api {
+    int tried, ok;
+    dcpattn__CUresult (*Init)(unsigned);
+    dcpattn__CUresult (*CtxGetCurrent)(dcpattn__CUcontext *);
+    dcpattn__CUresult (*CtxGetDevice)(dcpattn__CUdevice *);
+    dcpattn__CUresult (*CtxPushCurrent)(dcpattn__CUcontext);
+    dcpattn__CUresult (*CtxPopCurrent)(dcpattn__CUcontext *);
+    dcpattn__CUresult (*DeviceGetAttribute)(int *, int, dcpattn__CUdevice);
+    dcpattn__CUresult (*ModuleLoadData)(dcpattn__CUmodule *, const void *);
+    dcpattn__CUresult (*ModuleUnload)(dcpattn__CUmodule);
+    dcpattn__CUresult (*ModuleGetFunction)(dcpattn__CUfunction *, dcpattn__CUmodule, const char *);
+    dcpattn__CUresult (*FuncSetAttribute)(dcpattn__CUfunction, int, int);
+    dcpattn__CUresult (*FuncGetAttribute)(int *, int, dcpattn__CUfunction);
+    dcpattn__CUresult (*LaunchKernel)(dcpattn__CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, unsigned, unsigned, dcpattn_stream, void **, void **);
+    dcpattn__CUresult (*StreamIsCapturing)(dcpattn_stream, int *);
+    dcpattn__CUresult (*StreamQuery)(dcpattn_stream);
+    dcpattn__CUresult (*GetErrorString)(dcpattn__CUresult, const char **);
+} dcpattn__driver_api;
+
+typedef struct dcpattn__nvrtc_api {
+    int tried, ok, major, minor;
+    int (*Version)(int *, int *);
+    int (*CreateProgram)(dcpattn__nvrtcProgram *, const char *, const char *, int, const char *const *,
+                         const char *const *);
+    int (*CompileProgram)(dcpattn__nvrtcProgram, int, const char *const *);
+    int (*GetProgramLogSize)(dcpattn__nvrtcProgram, size_t *);
+    int (*GetProgramLog)(dcpattn__nvrtcProgram, char *);
+    int (*GetCUBINSize)(dcpattn__nvrtcProgram, size_t *);
+    int (*GetCUBIN)(dcpattn__nvrtcProgram, char *);
+    int (*DestroyProgram)(dcpattn__nvrtcProgram *);
+    const char *(*GetErrorString)(int);
+} dcpattn__nvrtc_api;
+
+static dcpattn__driver_api dcpattn__cu;
+static dcpattn__nvrtc_api dcpattn__nvrtc;
+static pthread_mutex_t dcpattn__lib_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *dcpattn__dlopen_first(const char *env, const char *const *names) {
+    const char *e = getenv(env);
+    void *h;
+    if (e && *e)
+        return dlopen(e, RTLD_NOW | RTLD_LOCAL);
+    for (; *names; names++)
+        if ((h = dlopen(*names, RTLD_NOW | RTLD_LOCAL)) != NULL)
+            return h;
+    return NULL;
+}
+
+/* dlsym into a function pointer without the object/function pointer cast warning. */
+#define DCPATTN__SYM(lib, api, field, sym)                       \
+    do {                                                         \
+        void *dcpattn__p_ = dlsym(lib, sym);                     \
+        if (!dcpattn__p_)                                        \
+            missing = sym;                                       \
+        memcpy(&(api).field, &dcpattn__p_, sizeof dcpattn__p_);  \
+    } while (0)
+
+static dcpattn_status dcpattn__load_driver(void) {
+    static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    static char why[512];
+    const char *missing = NULL;
+    void *lib;
+    pthread_mutex_lock(&dcpattn__lib_lock);
+    if (!dcpattn__cu.tried) {
+        dcpattn__cu.tried = 1;
+        lib = dcpattn__dlopen_first("DCPATTN_CUDA_LIBRARY", names);
+        if (!lib) {
+            snprintf(why, sizeof why, "dlopen(libcuda.so.1) failed: %s", dlerror());
+        } else {
+            DCPATTN__SYM(lib, dcpattn__cu, Init, "cuInit");
+            DCPATTN__SYM(lib, dcpattn__cu, CtxGetCurrent, "cuCtxGetCurrent");
+            DCPATTN__SYM(lib, dcpattn__cu, CtxGetDevice, "cuCtxGetDevice");
+            DCPATTN__SYM(lib, dcpattn__cu, CtxPushCurrent, "cuCtxPushCurrent_v2");
+            DCPATTN__SYM(lib, dcpattn__cu, CtxPopCurrent, "cuCtxPopCurrent_v2");
+            DCPATTN__SYM(lib, dcpattn__cu, DeviceGetAttribute, "cuDeviceGetAttribute");
+            DCPATTN__SYM(lib, dcpattn__cu, ModuleLoadData, "cuModuleLoadData");
+            DCPATTN__SYM(lib, dcpattn__cu, ModuleUnload, "cuModuleUnload");
+            DCPATTN__SYM(lib, dcpattn__cu, ModuleGetFunction, "cuModuleGetFunction");
+            DCPATTN__SYM(lib, dcpattn__cu, FuncSetAttribute, "cuFuncSetAttribute");
+            DCPATTN__SYM(lib, dcpattn__cu, FuncGetAttribute, "cuFuncGetAttribute");
+            DCPATTN__SYM(lib, dcpattn__cu, LaunchKernel, "cuLaunchKernel");
+            DCPATTN__SYM(lib, dcpattn__cu, StreamIsCapturing, "cuStreamIsCapturing");
+            DCPATTN__SYM(lib, dcpattn__cu, StreamQuery, "cuStreamQuery");
+            DCPATTN__SYM(lib, dcpattn__cu, GetErrorString, "cuGetErrorString");
+            if (missing)
+                snprintf(why, sizeof why, "libcuda lacks %s", missing);
+            else if (dcpattn__cu.Init(0) != 0)
+                snprintf(why, sizeof why, "cuInit failed: no usable GPU or driver");
+            else
+                dcpattn__cu.ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&dcpattn__lib_lock);
+    if (!dcpattn__cu.ok)
+        return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "CUDA driver: %s", why[0] ? why : "not loaded");
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+static dcpattn_status dcpattn__load_nvrtc(void) {
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                                        "/usr/local/cuda/lib64/libnvrtc.so.13",
+                                        "/usr/local/cuda/lib64/libnvrtc.so.12",
+                                        "/usr/local/cuda/lib64/libnvrtc.so", NULL};
+    static char why[512];
+    const char *missing = NULL;
+    void *lib;
+    pthread_mutex_lock(&dcpattn__lib_lock);
+    if (!dcpattn__nvrtc.tried) {
+        dcpattn__nvrtc.tried = 1;
+        lib = dcpattn__dlopen_first("DCPATTN_NVRTC_LIBRARY", names);
+        if (!lib) {
+            snprintf(why, sizeof why, "dlopen(libnvrtc) failed: %s", dlerror());
+        } else {
+            DCPATTN__SYM(lib, dcpattn__nvrtc, Version, "nvrtcVersion");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, CreateProgram, "nvrtcCreateProgram");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, CompileProgram, "nvrtcCompileProgram");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, GetProgramLogSize, "nvrtcGetProgramLogSize");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, GetProgramLog, "nvrtcGetProgramLog");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, GetCUBINSize, "nvrtcGetCUBINSize");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, GetCUBIN, "nvrtcGetCUBIN");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, DestroyProgram, "nvrtcDestroyProgram");
+            DCPATTN__SYM(lib, dcpattn__nvrtc, GetErrorString, "nvrtcGetErrorString");
+            if (missing)
+                snprintf(why, sizeof why, "libnvrtc lacks %s", missing);
+            else if (dcpattn__nvrtc.Version(&dcpattn__nvrtc.major, &dcpattn__nvrtc.minor) != 0)
+                snprintf(why, sizeof why, "nvrtcVersion failed");
+            else
+                dcpattn__nvrtc.ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&dcpattn__lib_lock);
+    if (!dcpattn__nvrtc.ok)
+        return dcpattn__fail(DCPATTN_STATUS_NO_NVRTC, "NVRTC: %s", why[0] ? why : "not loaded");
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+static dcpattn_status dcpattn__cu_check(dcpattn__CUresult r, const char *what) {
+    const char *msg = "unknown error";
+    if (r == 0)
+        return DCPATTN_STATUS_SUCCESS;
+    if (dcpattn__cu.GetErrorString)
+        dcpattn__cu.GetErrorString(r, &msg);
+    return dcpattn__fail(DCPATTN_STATUS_CUDA, "%s failed: CUDA error %d (%s)", what, r, msg ? msg : "?");
+}
+
+/* ================================ context ================================ */
+typedef struct dcpattn__variant {
+    char *name;
+    dcpattn__CUmodule module;
+    dcpattn__CUfunction fn;
+    int threads, smem, rows, kv_tile;
+    int registers, shared_bytes, spill_bytes;
+} dcpattn__variant;
+
+struct dcpattn_context {
+    pthread_mutex_t lock;
+    lua_State *L;
+    char data_dir[1024];
+    char aot_dir[1024];
+    char arch[32];
+    int compile_only, no_jit, log_level, num_sms, max_smem_optin;
+    dcpattn_log_fn log;
+    void *log_user;
+    dcpattn__CUcontext cuctx;
+    dcpattn__variant *table; /* open addressing by name */
+    int table_cap, table_len;
+    char **defaults;
+    int num_defaults;
+    char cache_dirs[8][1024];
+    int num_cache_dirs, memory_only_warned;
+    char merge_names[4][4][32]; /* [in dtype][out dtype], memo of the generator's names */
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void dcpattn__log(dcpattn_context *ctx, int level, const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    if (!ctx || level > ctx->log_level)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (ctx->log)
+        ctx->log(ctx->log_user, level, buf);
+    else
+        fprintf(stderr, "dcpattn: %s\n", buf);
+}
+
+/* ---- function table: name -> loaded variant; lookup takes well under a microsecond ---- */
+static dcpattn__variant *dcpattn__find(dcpattn_context *ctx, const char *name) {
+    uint64_t h;
+    int i, n;
+    if (!ctx->table_cap)
+        return NULL;
+    h = dcpattn__fnv(DCPATTN__FNV_A, name, strlen(name));
+    for (i = (int)(h & (uint64_t)(ctx->table_cap - 1)), n = 0; n < ctx->table_cap;
+         i = (i + 1) & (ctx->table_cap - 1), n++) {
+        if (!ctx->table[i].name)
+            return NULL;
+        if (strcmp(ctx->table[i].name, name) == 0)
+            return &ctx->table[i];
+    }
+    return NULL;
+}
+
+static dcpattn__variant *dcpattn__insert(dcpattn_context *ctx, const dcpattn__variant *v) {
+    uint64_t h;
+    int i;
+    if (2 * (ctx->table_len + 1) > ctx->table_cap) {
+        int cap = ctx->table_cap ? 2 * ctx->table_cap : 64, j;
+        dcpattn__variant *old = ctx->table, *nt = (dcpattn__variant *)calloc((size_t)cap, sizeof *nt);
+        int oldcap = ctx->table_cap;
+        if (!nt)
+            return NULL;
+        ctx->table = nt;
+        ctx->table_cap = cap;
+        ctx->table_len = 0;
+        for (j = 0; j < oldcap; j++)
+            if (old[j].name)
+                dcpattn__insert(ctx, &old[j]);
+        free(old);
+    }
+    h = dcpattn__fnv(DCPATTN__FNV_A, v->name, strlen(v->name));
+    for (i = (int)(h & (uint64_t)(ctx->table_cap - 1)); ctx->table[i].name; i = (i + 1) & (ctx->table_cap - 1)) {
+    }
+    ctx->table[i] = *v;
+    ctx->table_len++;
+    return &ctx->table[i];
+}
+
+/* ================================== Lua ================================== */
+static int dcpattn__lua_traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg)
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* opts.read(path): a file under the data directory; library Lua does no io itself. */
+static int dcpattn__lua_read(lua_State *L) {
+    const char *rel = luaL_checkstring(L, 1);
+    const char *root = (const char *)lua_touserdata(L, lua_upvalueindex(1));
+    char path[2048];
+    FILE *f;
+    long n;
+    char *buf;
+    if (rel[0] == '/' || strstr(rel, "..")) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "refusing to read '%s' outside the data directory", rel);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    f = fopen(path, "rb");
+    if (!f) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc(n > 0 ? (size_t)n : 1);
+    if (!buf || (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
+        free(buf);
+        fclose(f);
+        return luaL_error(L, "cannot read %s", path);
+    }
+    fclose(f);
+    lua_pushlstring(L, buf, (size_t)n);
+    free(buf);
+    return 1;
+}
+
+/* Calls dcpattn.<fn>(args...) protected; on error copies the traceback into the detail. */
+static dcpattn_status dcpattn__lua_pcall(dcpattn_context *ctx, int nargs, int nres) {
+    lua_State *L = ctx->L;
+    int base = lua_gettop(L) - nargs - 1, rc;
+    lua_pushcfunction(L, dcpattn__lua_traceback);
+    lua_insert(L, base + 1);
+    rc = lua_pcall(L, nargs, nres, base + 1);
+    lua_remove(L, base + 1);
+    if (rc != LUA_OK) {
+        dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return s;
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* Pushes the generator function dcpattn.<fn>. */
+static void dcpattn__lua_fn(dcpattn_context *ctx, const char *fn) {
+    lua_getglobal(ctx->L, "package");
+    lua_getfield(ctx->L, -1, "loaded");
+    lua_getfield(ctx->L, -1, "dcpattn");
+    lua_getfield(ctx->L, -1, fn);
+    lua_replace(ctx->L, -4);
+    lua_pop(ctx->L, 2);
+}
+
+static dcpattn_status dcpattn__lua_open(dcpattn_context *ctx) {
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},       {LUA_LOADLIBNAME, luaopen_package},
+                                    {LUA_STRLIBNAME, luaopen_string}, {LUA_TABLIBNAME, luaopen_table},
+                                    {LUA_MATHLIBNAME, luaopen_math},  {NULL, NULL}};
+    const luaL_Reg *lib;
+    lua_State *L = luaL_newstate();
+    if (!L)
+        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "luaL_newstate failed");
+    ctx->L = L;
+    for (lib = libs; lib->func; lib++) {
+        luaL_requiref(L, lib->name, lib->func, 1);
+        lua_pop(L, 1);
+    }
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/gen/?.lua;%s/gen/?/init.lua", ctx->data_dir, ctx->data_dir);
+    lua_setfield(L, -2, "path");
+    lua_pushstring(L, "");
+    lua_setfield(L, -2, "cpath");
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "dcpattn");
+    {
+        dcpattn_status s = dcpattn__lua_pcall(ctx, 1, 1);
+        if (s) {
+            char msg[sizeof dcpattn__detail];
+            memcpy(msg, dcpattn__detail, sizeof msg);
+            return dcpattn__fail(s, "loading the generator from %s/gen: %s", ctx->data_dir, msg);
+        }
+    }
+    lua_pop(L, 1);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+typedef struct dcpattn__rendered {
+    char *source;
+    size_t len;
+    int threads, smem, rows, kv_tile;
+} dcpattn__rendered;
+
+static int dcpattn__lua_intfield(lua_State *L, int idx, const char *k) {
+    int v;
+    lua_getfield(L, idx, k);
+    v = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* name -> rendered CUDA source and launch metadata */
+static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dcpattn__rendered *out) {
+    lua_State *L = ctx->L;
+    const char *src;
+    memset(out, 0, sizeof *out);
+    dcpattn__lua_fn(ctx, "render");
+    lua_pushstring(L, name);
+    lua_createtable(L, 0, 2);
+    lua_pushlightuserdata(L, ctx->data_dir);
+    lua_pushcclosure(L, dcpattn__lua_read, 1);
+    lua_setfield(L, -2, "read");
+    lua_pushlstring(L, dcpattn__abi_text, sizeof dcpattn__abi_text - 1);
+    lua_setfield(L, -2, "abi");
+    DCPATTN__TRY(dcpattn__lua_pcall(ctx, 2, 2));
+    if (lua_isnil(L, -2)) {
+        dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
+        lua_pop(L, 2);
+        return s;
+    }
+    src = lua_tolstring(L, -2, &out->len);
+    out->source = (char *)malloc(out->len + 1);
+    if (!out->source) {
+        lua_pop(L, 2);
+        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "rendering %s", name);
+    }
+    memcpy(out->source, src, out->len + 1);
+    if (lua_istable(L, -1)) {
+        out->threads = dcpattn__lua_intfield(L, -1, "threads");
+        out->smem = dcpattn__lua_intfield(L, -1, "smem");
+        out->rows = dcpattn__lua_intfield(L, -1, "rows");
+        out->kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
+    }
+    lua_pop(L, 2);
+    if (out->threads <= 0) {
+        free(out->source);
+        out->source = NULL;
+        return dcpattn__fail(DCPATTN_STATUS_GENERATOR, "generator gave no thread count for %s", name);
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* ================================= cache =================================
+   Entry file <dir>/<name>.<key>.cubin: a fixed header, then the cubin. The key hashes the
+   rendered source, the compile options, the NVRTC version, the arch and the library
+   version, so a stale or foreign entry is never even looked up; the payload checksum
+   catches truncation and bit flips. Publishing is lock (flock, released by the kernel
+   if the process dies) -> temp file -> fsync -> rename. */
+typedef struct dcpattn__entry_header {
+    char magic[8];
+    uint64_t key_a, key_b;
+    uint64_t payload_size, payload_hash;
+    int32_t registers, shared_bytes, spill_bytes, reserved;
+} dcpattn__entry_header;
+
+typedef struct dcpattn__blob {
+    char *data;
+    size_t size;
+    int registers, shared_bytes, spill_bytes;
+} dcpattn__blob;
+
+static const char dcpattn__magic[8] = {'D', 'C', 'P', 'A', 'T', 'T', 'N', '1'};
+
+static void dcpattn__entry_path(char *buf, size_t n, const char *dir, const char *name, const uint64_t key[2],
+                                const char *suffix) {
+    snprintf(buf, n, "%s/%s.%016llx%016llx%s", dir, name, (unsigned long long)key[0],
+             (unsigned long long)key[1], suffix);
+}
+
+/* 1: loaded; 0: absent; -1: present but corrupt (the caller warns and recompiles). */
+static int dcpattn__cache_read(const char *path, const uint64_t key[2], dcpattn__blob *out) {
+    dcpattn__entry_header h;
+    FILE *f = fopen(path, "rb");
+    long size;
+    if (!f)
+        return 0;
+    memset(out, 0, sizeof *out);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (size < (long)sizeof h || fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, dcpattn__magic, 8) ||
+        h.key_a != key[0] || h.key_b != key[1] || h.payload_size != (uint64_t)(size - (long)sizeof h) ||
+        h.payload_size == 0) {
+        fclose(f);
+        return -1;
+    }
+    out->data = (char *)malloc((size_t)h.payload_size);
+    if (!out->data || fread(out->data, 1, (size_t)h.payload_size, f) != (size_t)h.payload_size ||
+        dcpattn__fnv(DCPATTN__FNV_A, out->data, (size_t)h.payload_size) != h.payload_hash) {
+        free(out->data);
+        out->data = NULL;
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    out->size = (size_t)h.payload_size;
+    out->registers = h.registers;
+    out->shared_bytes = h.shared_bytes;
+    out->spill_bytes = h.spill_bytes;
+    return 1;
+}
+
+/* Writes the entry atomically; 0 on success, else errno-like failure (nothing left behind). */
+static int dcpattn__cache_write(const char *path, const uint64_t key[2], const dcpattn__blob *b) {
+    static int counter;
+    char tmp[1200];
+    dcpattn__entry_header h;
+    int fd, ok;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, dcpattn__magic, 8);
+    h.key_a = key[0];
+    h.key_b = key[1];
+    h.payload_size = b->size;
+    h.payload_hash = dcpattn__fnv(DCPATTN__FNV_A, b->data, b->size);
+    h.registers = b->registers;
+    h.shared_bytes = b->shared_bytes;
+    h.spill_bytes = b->spill_bytes;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%d", path, (long)getpid(), __sync_fetch_and_add(&counter, 1));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return errno ? errno : EIO;
+    ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, b->data, b->size) == (ssize_t)b->size &&
+         fsync(fd) == 0;
+    if (getenv("DCPATTN_TEST_FAIL_WRITE")) /* fault injection for the disk-full test */
+        ok = 0;
+    if (close(fd) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno ? errno : ENOSPC;
+        unlink(tmp);
+        return e;
+    }
+    return 0;
+}
+
+static int dcpattn__mkdirs(const char *dir) {
+    char buf[1024];
+    size_t i, n = strlen(dir);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, dir, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+static void dcpattn__cache_dirs(dcpattn_context *ctx) {
+    const char *env = getenv("DCPATTN_CACHE_DIR");
+    ctx->num_cache_dirs = 0;
+    if (env) {
+        const char *p = env;
+        while (*p && ctx->num_cache_dirs < 8) {
+            const char *e = strchr(p, ':');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n > 0 && n < sizeof ctx->cache_dirs[0]) {
+                memcpy(ctx->cache_dirs[ctx->num_cache_dirs], p, n);
+                ctx->cache_dirs[ctx->num_cache_dirs++][n] = 0;
+            }
+            p += n;
+            if (*p == ':')
+                p++;
+        }
+        return;
+    }
+    if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME"))
+        snprintf(ctx->cache_dirs[0], sizeof ctx->cache_dirs[0], "%s/dcpattn", getenv("XDG_CACHE_HOME"));
+    else if (getenv("HOME") && *getenv("HOME"))
+        snprintf(ctx->cache_dirs[0], sizeof ctx->cache_dirs[0], "%s/.cache/dcpattn", getenv("HOME"));
+    else
+        return;
+    ctx->num_cache_dirs = 1;
+}
+
+/* ================================ compile ================================ */
+/* The number just before `suffix` in the ptxas report ("Used 40 registers", "256 bytes smem"). */
+static int dcpattn__ptxas_number(const char *log, const char *suffix) {
+    const char *p = strstr(log, suffix);
+    if (!p)
+        return 0;
+    while (p > log && p[-1] == ' ')
+        p--;
+    while (p > log && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return atoi(p);
+}
+
+static void dcpattn__options(const dcpattn_context *ctx, char *arch_opt, size_t n, const char *opts[4]) {
+    snprintf(arch_opt, n, "-arch=%s", ctx->arch);
+    opts[0] = arch_opt;
+    opts[1] = "-std=c++17";
+    opts[2] = "-Xptxas=-v";
+    opts[3] = "-lineinfo";
+}
+
+static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
+                                             dcpattn__blob *out) {
+    dcpattn__nvrtcProgram prog;
+    char arch_opt[64], file[300], *log = NULL;
+    const char *opts[4];
+    size_t log_size = 0;
+    int rc;
+    memset(out, 0, sizeof *out);
+    DCPATTN__TRY(dcpattn__load_nvrtc());
+    dcpattn__options(ctx, arch_opt, sizeof arch_opt, opts);
+    snprintf(file, sizeof file, "%s.cu", name);
+    if (dcpattn__nvrtc.CreateProgram(&prog, r->source, file, 0, NULL, NULL) != 0)
+        return dcpattn__fail(DCPATTN_STATUS_COMPILE, "nvrtcCreateProgram failed for %s", name);
+    rc = dcpattn__nvrtc.CompileProgram(prog, 4, opts);
+    dcpattn__nvrtc.GetProgramLogSize(prog, &log_size);
+    log = (char *)malloc(log_size + 1);
+    if (log) {
+        log[0] = 0;
+        if (log_size)
+            dcpattn__nvrtc.GetProgramLog(prog, log);
+        log[log_size] = 0;
+    }
+    if (rc != 0) {
+        dcpattn_status s;
+        if (log && strstr(log, "gpu-architecture"))
+            s = dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "NVRTC %d.%d cannot compile for %s: %s",
+                              dcpattn__nvrtc.major, dcpattn__nvrtc.minor, ctx->arch, log);
+        else
+            s = dcpattn__fail(DCPATTN_STATUS_COMPILE, "NVRTC %d.%d compiling %s for %s: %s\n%s",
+                              dcpattn__nvrtc.major, dcpattn__nvrtc.minor, name, ctx->arch,
+                              dcpattn__nvrtc.GetErrorString(rc), log ? log : "");
+        free(log);
+        dcpattn__nvrtc.DestroyProgram(&prog);
+        return s;
+    }
+    if (log) {
+        out->registers = dcpattn__ptxas_number(log, " registers");
+        out->shared_bytes = dcpattn__ptxas_number(log, " bytes smem");
+        out->spill_bytes = dcpattn__ptxas_number(log, " bytes spill stores") +
+                           dcpattn__ptxas_number(log, " bytes spill loads");
+    }
+    free(log);
+    if (dcpattn__nvrtc.GetCUBINSize(prog, &out->size) != 0 || out->size == 0 ||
+        !(out->data = (char *)malloc(out->size)) || dcpattn__nvrtc.GetCUBIN(prog, out->data) != 0) {
+        free(out->data);
+        out->data = NULL;
+        dcpattn__nvrtc.DestroyProgram(&prog);
+        return dcpattn__fail(DCPATTN_STATUS_COMPILE, "NVRTC produced no cubin for %s", name);
+    }
+    dcpattn__nvrtc.DestroyProgram(&prog);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, uint64_t key[2]) {
+    char arch_opt[64], ver[128];
+    const char *opts[4];
+    int i, k;
+    dcpattn__options(ctx, arch_opt, sizeof arch_opt, opts);
+    snprintf(ver, sizeof ver, "nvrtc %d.%d|%s|dcpattn %s", dcpattn__nvrtc.major, dcpattn__nvrtc.minor,
+             ctx->arch, DCPATTN_VERSION_STRING);
+    for (k = 0; k < 2; k++) {
+        uint64_t h = k ? DCPATTN__FNV_B : DCPATTN__FNV_A;
+        h = dcpattn__fnv(h, r->source, r->len + 1);
+        for (i = 0; i < 4; i++)
+            h = dcpattn__fnv(h, opts[i], strlen(opts[i]) + 1);
+        h = dcpattn__fnv(h, ver, strlen(ver) + 1);
+        key[k] = h;
+    }
+}
+
+/* Finds the cubin for a rendered variant: AOT dir, cache dirs, else NVRTC (and publish). */
+static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
+                                      dcpattn__blob *blob, const char **source) {
+    uint64_t key[2];
+    char path[1200], lockpath[1200];
+    int i, rc, lockfd = -1, write_dir = -1;
+    dcpattn_status s;
+    /* The key includes the NVRTC version, so NVRTC must be known even for a cache hit; when
+       it is absent (AOT-only machines) the version recorded at build time is used. */
+    if (dcpattn__load_nvrtc() != DCPATTN_STATUS_SUCCESS) {
+        dcpattn__nvrtc.major = 0;
+        dcpattn__nvrtc.minor = 0;
+#ifdef DCPATTN_AOT_NVRTC_MAJOR
+        dcpattn__nvrtc.major = DCPATTN_AOT_NVRTC_MAJOR;
+        dcpattn__nvrtc.minor = DCPATTN_AOT_NVRTC_MINOR;
+#endif
+    }
+    dcpattn__key(ctx, r, key);
+    if (ctx->aot_dir[0]) {
+        dcpattn__entry_path(path, sizeof path, ctx->aot_dir, name, key, ".cubin");
+        rc = dcpattn__cache_read(path, key, blob);
+        if (rc > 0) {
+            *source = "aot";
+            return DCPATTN_STATUS_SUCCESS;
+        }
+        if (rc < 0)
+            dcpattn__log(ctx, DCPATTN_LOG_WARN, "corrupt AOT entry %s ignored", path);
+    }
+    for (i = 0; i < ctx->num_cache_dirs; i++) {
+        dcpattn__entry_path(path, sizeof path, ctx->cache_dirs[i], name, key, ".cubin");
+        rc = dcpattn__cache_read(path, key, blob);
+        if (rc > 0) {
+            *source = "cache";
+            return DCPATTN_STATUS_SUCCESS;
+        }
+        if (rc < 0) {
+            dcpattn__log(ctx, DCPATTN_LOG_WARN, "corrupt cache entry %s: recompiling", path);
+            unlink(path);
+        }
+    }
+    if (ctx->no_jit)
+        return dcpattn__fail(DCPATTN_STATUS_NOT_COMPILED,
+                             "variant %s is in no cache (AOT dir '%s', %d cache dirs) and JIT is disabled",
+                             name, ctx->aot_dir, ctx->num_cache_dirs);
+    /* Take the per-key lock in the first writable directory; another process compiling the
+       same key makes us wait, then we find its result. */
+    for (i = 0; i < ctx->num_cache_dirs && lockfd < 0; i++) {
+        if (dcpattn__mkdirs(ctx->cache_dirs[i]) != 0 || access(ctx->cache_dirs[i], W_OK) != 0)
+            continue;
+        dcpattn__entry_path(lockpath, sizeof lockpath, ctx->cache_dirs[i], name, key, ".lock");
+        lockfd = open(lockpath, O_RDWR | O_CREAT, 0644);
+        if (lockfd >= 0) {
+            write_dir = i;
+            while (flock(lockfd, LOCK_EX) != 0 && errno == EINTR) {
+            }
+        }
+    }
+    if (write_dir >= 0) {
+        dcpattn__entry_path(path, sizeof path, ctx->cache_dirs[write_dir], name, key, ".cubin");
+        if (dcpattn__cache_read(path, key, blob) > 0) {
+            close(lockfd);
+            *source = "cache";
+            return DCPATTN_STATUS_SUCCESS;
+        }
+    } else if (!ctx->memory_only_warned) {
+        ctx->memory_only_warned = 1;
+        dcpattn__log(ctx, DCPATTN_LOG_WARN, "no writable cache directory: compiled kernels stay in memory");
+    }
+    s = dcpattn__nvrtc_compile(ctx, name, r, blob);
+    if (s == DCPATTN_STATUS_SUCCESS) {
+        *source = "nvrtc";
+        if (write_dir >= 0) {
+            int e = dcpattn__cache_write(path, key, blob);
+            if (e && !ctx->memory_only_warned) {
+                ctx->memory_only_warned = 1;
+                dcpattn__log(ctx, DCPATTN_LOG_WARN, "cannot publish %s (%s): kernel kept in memory", path,
+                             strerror(e));
+            }
+        }
+    }
+    if (lockfd >= 0)
+        close(lockfd);
+    return s;
+}
+
+/* Render, obtain and (unless compile-only) load a variant; the caller holds ctx->lock. */
+static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dcpattn__variant **out,
+                                      dcpattn_compile_info *info) {
+    dcpattn__rendered r;
+    dcpattn__blob blob;
+    dcpattn__variant v, *found;
+    const char *source = "memory";
+    double t0 = dcpattn__now();
+    dcpattn_status s;
+    memset(&v, 0, sizeof v);
+    if ((found = dcpattn__find(ctx, name)) != NULL) {
+        if (out)
+            *out = found;
+        if (info) {
+            memset(info, 0, sizeof *info);
+            info->name = found->name;
+            info->registers = found->registers;
+            info->shared_bytes = found->shared_bytes;
+            info->spill_bytes = found->spill_bytes;
+            info->source = source;
+        }
+        return DCPATTN_STATUS_SUCCESS;
+    }
+    DCPATTN__TRY(dcpattn__render(ctx, name, &r));
+    s = dcpattn__obtain(ctx, name, &r, &blob, &source);
+    if (s) {
+        free(r.source);
+        return s;
+    }
+    v.threads = r.threads;
+    v.smem = r.smem;
+    v.rows = r.rows;
+    v.kv_tile = r.kv_tile;
+    v.registers = blob.registers;
+    v.shared_bytes = blob.shared_bytes;
+    v.spill_bytes = blob.spill_bytes;
+    free(r.source);
+    if (!ctx->compile_only) {
+        dcpattn__CUcontext prev;
+        s = dcpattn__cu_check(dcpattn__cu.CtxPushCurrent(ctx->cuctx), "cuCtxPushCurrent");
+        if (!s) {
+            s = dcpattn__cu_check(dcpattn__cu.ModuleLoadData(&v.module, blob.data), "cuModuleLoadData");
+            if (!s)
+                s = dcpattn__cu_check(dcpattn__cu.ModuleGetFunction(&v.fn, v.module, name), "cuModuleGetFunction");
+            if (!s && v.smem > 48 * 1024) {
+                if (v.smem > ctx->max_smem_optin)
+                    s = dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "%s needs %d bytes of shared memory; the device allows %d",
+                                      name, v.smem, ctx->max_smem_optin);
+                else
+                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, v.smem),
+                                          "cuFuncSetAttribute");
+            }
+            if (s && v.module)
+                dcpattn__cu.ModuleUnload(v.module);
+            dcpattn__cu.CtxPopCurrent(&prev);
+        }
+    }
+    free(blob.data);
+    if (s)
+        return s;
+    v.name = dcpattn__strdup(name);
+    if (!v.name || !(found = dcpattn__insert(ctx, &v))) {
+        free(v.name);
+        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "function table");
+    }
+    if (out)
+        *out = found;
+    {
+        double secs = dcpattn__now() - t0;
+        dcpattn__log(ctx, DCPATTN_LOG_INFO, "%s: %s in %.3f s, %d registers, %d bytes smem, %d bytes spilled", name,
+                     source, secs, v.registers, v.shared_bytes, v.spill_bytes);
+        if (info) {
+            info->name = found->name;
+            info->seconds = secs;
+            info->registers = v.registers;
+            info->shared_bytes = v.shared_bytes;
+            info->spill_bytes = v.spill_bytes;
+            info->source = source;
+        }
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* ============================ context lifecycle ============================ */
+static int dcpattn__env_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return (e && *e) ? atoi(e) : dflt;
+}
+
+static void dcpattn__context_free(dcpattn_context *ctx) {
+    int i;
+    if (!ctx)
+        return;
+    for (i = 0; i < ctx->table_cap; i++) {
+        if (ctx->table[i].module && dcpattn__cu.ModuleUnload)
+            dcpattn__cu.ModuleUnload(ctx->table[i].module);
+        free(ctx->table[i].name);
+    }
+    free(ctx->table);
+    for (i = 0; i < ctx->num_defaults; i++)
+        free(ctx->defaults[i]);
+    free(ctx->defaults);
+    if (ctx->L)
+        lua_close(ctx->L);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_context **out) {
+    dcpattn_context_desc d;
+    dcpattn_context *ctx;
+    const char *data;
+    char probe[1200];
+    dcpattn_status s;
+    if (!out)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "context_create: out is NULL");
+    *out = NULL;
+    memset(&d, 0, sizeof d);
+    if (desc)
+        d = *desc;
+    ctx = (dcpattn_context *)calloc(1, sizeof *ctx);
+    if (!ctx)
+        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "context_create");
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->log = d.log;
+    ctx->log_user = d.log_user;
+    ctx->log_level = d.log_level > 0 ? d.log_level : dcpattn__env_int("DCPATTN_LOG_LEVEL", 0);
+    ctx->compile_only = d.compile_only;
+#ifdef DCPATTN_NO_JIT
+    ctx->no_jit = 1;
+#else
+    ctx->no_jit = dcpattn__env_int("DCPATTN_NO_JIT", 0) != 0;
+#endif
+    data = d.data_dir;
+    if (!data || !*data)
+        data = getenv("DCPATTN_HOME");
+    if (!data || !*data)
+        data = DCPATTN_DATA_DIR;
+    if (!*data || strlen(data) >= sizeof ctx->data_dir) {
+        dcpattn__context_free(ctx);
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "context_create: no data directory (desc.data_dir, $DCPATTN_HOME or DCPATTN_DATA_DIR)");
+    }
+    snprintf(ctx->data_dir, sizeof ctx->data_dir, "%s", data);
+    snprintf(probe, sizeof probe, "%s/gen/dcpattn/init.lua", ctx->data_dir);
+    if (access(probe, R_OK) != 0) {
+        dcpattn__context_free(ctx);
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "context_create: data directory '%s' has no %s", data,
+                             "gen/dcpattn/init.lua");
+    }
+    if (d.aot_dir)
+        snprintf(ctx->aot_dir, sizeof ctx->aot_dir, "%s", d.aot_dir);
+#ifdef DCPATTN_AOT_DIR
+    else
+        snprintf(ctx->aot_dir, sizeof ctx->aot_dir, "%s", DCPATTN_AOT_DIR);
+#endif
+    if (!ctx->compile_only) {
+        dcpattn__CUdevice dev;
+        int major = 0, minor = 0;
+        s = dcpattn__load_driver();
+        if (!s)
+            s = dcpattn__cu_check(dcpattn__cu.CtxGetCurrent(&ctx->cuctx), "cuCtxGetCurrent");
+        if (!s && !ctx->cuctx)
+            s = dcpattn__fail(DCPATTN_STATUS_NO_CONTEXT,
+                              "context_create: no current CUDA context (call cudaSetDevice and cudaFree(0) first)");
+        if (!s)
+            s = dcpattn__cu_check(dcpattn__cu.CtxGetDevice(&dev), "cuCtxGetDevice");
+        if (!s) {
+            dcpattn__cu.DeviceGetAttribute(&major, 75, dev);
+            dcpattn__cu.DeviceGetAttribute(&minor, 76, dev);
+            dcpattn__cu.DeviceGetAttribute(&ctx->num_sms, 16, dev);
+            dcpattn__cu.DeviceGetAttribute(&ctx->max_smem_optin, 97, dev);
+            snprintf(ctx->arch, sizeof ctx->arch, "sm_%d%d%s", major, minor, major == 9 ? "a" : "");
+        }
+        if (s) {
+            dcpattn__context_free(ctx);
+            return s;
+        }
+    }
+    if (d.arch && *d.arch)
+        snprintf(ctx->arch, sizeof ctx->arch, "%s", d.arch);
+    else if (!ctx->arch[0])
+        snprintf(ctx->arch, sizeof ctx->arch, "sm_90a");
+    if (!ctx->num_sms)
+        ctx->num_sms = 132;
+    dcpattn__cache_dirs(ctx);
+    s = dcpattn__lua_open(ctx);
+    if (s) {
+        dcpattn__context_free(ctx);
+        return s;
+    }
+    *out = ctx;
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+void dcpattn_context_destroy(dcpattn_context *ctx) {
+    dcpattn__CUcontext prev;
+    if (!ctx)
+        return;
+    if (!ctx->compile_only && dcpattn__cu.CtxPushCurrent && dcpattn__cu.CtxPushCurrent(ctx->cuctx) == 0) {
+        dcpattn__context_free(ctx);
+        dcpattn__cu.CtxPopCurrent(&prev);
+        return;
+    }
+    dcpattn__context_free(ctx);
+}
+
+dcpattn_status dcpattn_default_variants(dcpattn_context *ctx, const char *const **names, int *count) {
+    dcpattn_status s = DCPATTN_STATUS_SUCCESS;
+    if (!ctx || !names || !count)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "default_variants: NULL argument");
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->defaults) {
+        dcpattn__lua_fn(ctx, "default_set");
+        s = dcpattn__lua_pcall(ctx, 0, 1);
+        if (!s) {
+            int i, n = (int)luaL_len(ctx->L, -1);
+            ctx->defaults = (char **)calloc((size_t)(n > 0 ? n : 1), sizeof(char *));
+            for (i = 0; ctx->defaults && i < n; i++) {
+                lua_geti(ctx->L, -1, i + 1);
+                ctx->defaults[i] = dcpattn__strdup(lua_tostring(ctx->L, -1));
+                lua_pop(ctx->L, 1);
+            }
+            ctx->num_defaults = ctx->defaults ? n : 0;
+            lua_pop(ctx->L, 1);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    *names = (const char *const *)ctx->defaults;
+    *count = ctx->num_defaults;
+    return s;
+}
+
+dcpattn_status dcpattn_precompile(dcpattn_context *ctx, const char *const *names, int n,
+                                  dcpattn_progress_fn progress, void *user) {
+    int i;
+    if (!ctx || (n > 0 && !names) || n < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "precompile: NULL context or names, or n = %d", n);
+    for (i = 0; i < n; i++) {
+        dcpattn_compile_info info;
+        dcpattn_status s;
+        if (!names[i])
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "precompile: names[%d] is NULL", i);
+        pthread_mutex_lock(&ctx->lock);
+        s = dcpattn__ensure(ctx, names[i], NULL, &info);
+        pthread_mutex_unlock(&ctx->lock);
+        if (s)
+            return s;
+        if (progress)
+            progress(user, &info);
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name) {
+    int r;
+    if (!ctx || !name)
+        return 0;
+    pthread_mutex_lock(&ctx->lock);
+    r = dcpattn__find(ctx, name) != NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    return r;
+}
+
+/* A variant for the run path: loaded already, or loaded now unless the stream is being
+   captured (compiling or loading would break the capture). */
+static dcpattn_status dcpattn__variant_for_run(dcpattn_context *ctx, const char *name, dcpattn_stream stream,
+                                               dcpattn__variant **out) {
+    dcpattn_status s;
+    pthread_mutex_lock(&ctx->lock);
+    *out = dcpattn__find(ctx, name);
+    if (!*out) {
+        int capturing = 0;
+        if (dcpattn__cu.StreamIsCapturing && dcpattn__cu.StreamIsCapturing(stream, &capturing) == 0 && capturing) {
+            pthread_mutex_unlock(&ctx->lock);
+            return dcpattn__fail(DCPATTN_STATUS_CAPTURE,
+                                 "variant %s is not loaded and the stream is being captured: plan or precompile "
+                                 "before capture", name);
+        }
+        s = dcpattn__ensure(ctx, name, out, NULL);
+        pthread_mutex_unlock(&ctx->lock);
+        return s;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* =============================== validation =============================== */
+static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : 2; }
+static const char *dcpattn__dtype_name(dcpattn_dtype t) {
+    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : "bf16";
+}
+static int dcpattn__aligned(const void *p, unsigned a) { return ((uintptr_t)p & (uintptr_t)(a - 1)) == 0; }
+
+/* a*b (+c) into int64 with overflow detection */
+static int dcpattn__mul(int64_t a, int64_t b, int64_t *r) {
+    return __builtin_mul_overflow(a, b, r) ? 0 : 1;
+}
+
+/* Span in elements of a [n0, n1, inner] tensor with strides s0, s1; 0 on overflow. */
+static int dcpattn__span(int64_t n0, int64_t s0, int64_t n1, int64_t s1, int64_t inner, int64_t *r) {
+    int64_t a, b;
+    if (n0 <= 0 || n1 <= 0)
+        return (*r = 0), 1;
+    if (!dcpattn__mul(n0 - 1, s0, &a) || !dcpattn__mul(n1 - 1, s1, &b) || __builtin_add_overflow(a, b, r) ||
+        __builtin_add_overflow(*r, inner, r))
+        return 0;
+    return 1;
+}
+
+static int dcpattn__overlap(const void *a, int64_t abytes, const void *b, int64_t bbytes) {
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    if (!a || !b || abytes <= 0 || bbytes <= 0)
+        return 0;
+    return a0 < b0 + (uintptr_t)bbytes && b0 < a0 + (uintptr_t)abytes;
+}
+
+typedef struct dcpattn__merge_norm {
+    dcpattn_merge_args a;
+    int vec; /* elements per 16-byte vector of the input type */
+} dcpattn__merge_norm;
+
+static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn__merge_norm *n) {
+    dcpattn_merge_args *a = &n->a;
+    int i, insz, outsz;
+    int64_t span_o, span_out, span_lse, span_lse_out, tmp;
+    if (!in)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: args is NULL");
+    *a = *in;
+    if (a->num_states < 1 || a->num_states > DCPATTN_MAX_MERGE_STATES)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: num_states = %d (must be 1..%d)",
+                             a->num_states, DCPATTN_MAX_MERGE_STATES);
+    if (a->rows < 1 || a->heads < 1 || a->head_dim < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: rows = %d, heads = %d, head_dim = %d (must be >= 1)",
+                             a->rows, a->heads, a->head_dim);
+    if (a->in_dtype == DCPATTN_DTYPE_DEFAULT)
+        a->in_dtype = DCPATTN_BF16;
+    if (a->out_dtype == DCPATTN_DTYPE_DEFAULT)
+        a->out_dtype = a->in_dtype;
+    if (a->in_dtype < DCPATTN_BF16 || a->in_dtype > DCPATTN_FP32 || a->out_dtype < DCPATTN_BF16 ||
+        a->out_dtype > DCPATTN_FP32)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: in_dtype = %d, out_dtype = %d (bf16, fp16, fp32)",
+                             (int)a->in_dtype, (int)a->out_dtype);
+    insz = dcpattn__dtype_size(a->in_dtype);
+    outsz = dcpattn__dtype_size(a->out_dtype);
+    n->vec = 16 / insz;
+    if ((a->head_dim * insz) % 16 || (a->head_dim * outsz) % 16)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "merge: head_dim = %d is not a multiple of 16 bytes for %s in / %s out", a->head_dim,
+                             dcpattn__dtype_name(a->in_dtype), dcpattn__dtype_name(a->out_dtype));
+    if (!dcpattn__mul(a->rows, a->heads, &tmp) || tmp > INT32_MAX || !dcpattn__mul(tmp, a->head_dim, &tmp))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: rows*heads*head_dim = %d*%d*%d overflows", a->rows,
+                             a->heads, a->head_dim);
+    if (!a->o_stride_h) a->o_stride_h = a->head_dim;
+    if (!a->o_stride_t) a->o_stride_t = (int64_t)a->heads * a->o_stride_h;
+    if (!a->lse_stride_h) a->lse_stride_h = 1;
+    if (!a->lse_stride_t) a->lse_stride_t = (int64_t)a->heads * a->lse_stride_h;
+    if (!a->out_stride_h) a->out_stride_h = a->head_dim;
+    if (!a->out_stride_t) a->out_stride_t = (int64_t)a->heads * a->out_stride_h;
+    if (!a->lse_out_stride_h) a->lse_out_stride_h = 1;
+    if (!a->lse_out_stride_t) a->lse_out_stride_t = (int64_t)a->heads * a->lse_out_stride_h;
+    if (a->o_stride_t < 0 || a->o_stride_h < 0 || a->out_stride_t < 0 || a->out_stride_h < 0 ||
+        a->lse_stride_t < 0 || a->lse_stride_h < 0 || a->lse_out_stride_t < 0 || a->lse_out_stride_h < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: negative stride");
+    if ((a->o_stride_t * insz) % 16 || (a->o_stride_h * insz) % 16)
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o strides (%lld, %lld) are not multiples of 16 bytes",
+                             (long long)a->o_stride_t, (long long)a->o_stride_h);
+    if ((a->out_stride_t * outsz) % 16 || (a->out_stride_h * outsz) % 16)
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out strides (%lld, %lld) are not multiples of 16 bytes",
+                             (long long)a->out_stride_t, (long long)a->out_stride_h);
+    if (!a->o || !a->lse)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s array is NULL", !a->o ? "o" : "lse");
+    if (!a->out)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: out is NULL");
+    if (!dcpattn__aligned(a->out, 16))
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out = %p is not 16-byte aligned", a->out);
+    if (a->lse_out && !dcpattn__aligned(a->lse_out, 4))
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: lse_out = %p is not 4-byte aligned", (void *)a->lse_out);
+    if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
+        !dcpattn__span(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim, &span_out) ||
+        !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
+        !dcpattn__span(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1, &span_lse_out))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: tensor extent overflows");
+    for (i = 0; i < a->num_states; i++) {
+        if (!a->o[i] || !a->lse[i])
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s[%d] is NULL", !a->o[i] ? "o" : "lse", i);
+        if (!dcpattn__aligned(a->o[i], 16))
+            return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o[%d] = %p is not 16-byte aligned", i, a->o[i]);
+        if (!dcpattn__aligned(a->lse[i], 4))
+            return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: lse[%d] = %p is not 4-byte aligned", i,
+                                 (const void *)a->lse[i]);
+        if (a->lse_out && dcpattn__overlap(a->lse_out, span_lse_out * 4, a->lse[i], span_lse * 4))
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: lse_out overlaps lse[%d]", i);
+        if (i == 0 && a->out == a->o[0]) {
+            if (insz != outsz || a->out_stride_t != a->o_stride_t || a->out_stride_h != a->o_stride_h)
+                return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                                     "merge: out aliases o[0] with a different dtype size or strides");
+            continue;
+        }
+        if (dcpattn__overlap(a->out, span_out * outsz, a->o[i], span_o * insz))
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: out overlaps o[%d]", i);
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
+    dcpattn__merge_norm n;
+    return dcpattn__merge_normalize(args, &n);
+}
+
+static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz, void *params,
+                                      dcpattn_stream stream, const char *what) {
+    void *args[1];
+    args[0] = params;
+    return dcpattn__cu_check(dcpattn__cu.LaunchKernel(v->fn, gx, gy, gz, (unsigned)v->threads, 1, 1,
+                                                      (unsigned)v->smem, stream, args, NULL),
+                             what);
+}
+
+/* Launches the merge of an already normalized argument set with a loaded variant. */
+static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcpattn__merge_norm *n,
+                                            const int *rows_limit, dcpattn_stream stream) {
+    const dcpattn_merge_args *a = &n->a;
+    dcpattn_merge_kparams kp;
+    int64_t threads_needed;
+    int i;
+    memset(&kp, 0, sizeof kp);
+    for (i = 0; i < a->num_states; i++) {
+        kp.o[i] = a->o[i];
+        kp.lse[i] = a->lse[i];
+    }
+    kp.out = a->out;
+    kp.lse_out = a->lse_out;
+    kp.o_st = a->o_stride_t;
+    kp.o_sh = a->o_stride_h;
+    kp.lse_st = a->lse_stride_t;
+    kp.lse_sh = a->lse_stride_h;
+    kp.out_st = a->out_stride_t;
+    kp.out_sh = a->out_stride_h;
+    kp.lse_out_st = a->lse_out_stride_t;
+    kp.lse_out_sh = a->lse_out_stride_h;
+    kp.rows_limit = rows_limit;
+    kp.n = a->num_states;
+    kp.rows = a->rows;
+    kp.heads = a->heads;
+    kp.head_dim = a->head_dim;
+    kp.lse_base2_in = a->lse_base2_in;
+    kp.lse_base2_out = a->lse_base2_out;
+    /* one thread per 16-byte input vector of every (row, head) */
+    threads_needed = (int64_t)a->rows * a->heads * (a->head_dim / n->vec);
+    return dcpattn__launch(v, (unsigned)((threads_needed + v->threads - 1) / v->threads), 1, 1, &kp, stream,
+                           "merge launch");
+}
+
+/* Canonical merge variant name, from the generator (the one place names are made). */
+static dcpattn_status dcpattn__merge_name(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out, char *buf,
+                                          size_t n) {
+    lua_State *L = ctx->L;
+    char *memo = ctx->merge_names[in][out];
+    if (memo[0]) {
+        snprintf(buf, n, "%s", memo);
+        return DCPATTN_STATUS_SUCCESS;
+    }
+    dcpattn__lua_fn(ctx, "name");
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, "merge");
+    lua_setfield(L, -2, "family");
+    lua_pushstring(L, dcpattn__dtype_name(in));
+    lua_setfield(L, -2, "in_dtype");
+    lua_pushstring(L, dcpattn__dtype_name(out));
+    lua_setfield(L, -2, "out_dtype");
+    DCPATTN__TRY(dcpattn__lua_pcall(ctx, 1, 2));
+    if (!lua_isstring(L, -2)) {
+        dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
+        lua_pop(L, 2);
+        return s;
+    }
+    snprintf(memo, sizeof ctx->merge_names[0][0], "%s", lua_tostring(L, -2));
+    snprintf(buf, n, "%s", memo);
+    lua_pop(L, 2);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *args, dcpattn_stream stream) {
+    dcpattn__merge_norm n;
+    dcpattn__variant *v;
+    dcpattn_status s;
+    char name[64];
+    if (!ctx)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is NULL");
+    DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
+    if (ctx->compile_only)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
+    pthread_mutex_lock(&ctx->lock);
+    s = dcpattn__merge_name(ctx, n.a.in_dtype, n.a.out_dtype, name, sizeof name);
+    pthread_mutex_unlock(&ctx->lock);
+    if (s)
+        return s;
+    DCPATTN__TRY(dcpattn__variant_for_run(ctx, name, stream, &v));
+    return dcpattn__merge_launch(v, &n, NULL, stream);
+}
+
+/* =============================== attention =============================== */
+struct dcpattn_attn_plan {
+    dcpattn_context *ctx;
+    dcpattn_attn_desc d; /* normalized */
+    dcpattn__variant *attn, *merge;
+    int num_splits, row_tiles;
+    size_t workspace_bytes, part_offset_lse;
+    char variant[128];
+};
+
+static int dcpattn__gqa_head_dim_ok(int d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
+
+static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpattn_attn_desc *d) {
+    int64_t t;
+    if (!in)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn desc is NULL");
+    *d = *in;
+    if (d->dtype == DCPATTN_DTYPE_DEFAULT)
+        d->dtype = DCPATTN_BF16;
+    if (d->dtype != DCPATTN_BF16 && d->dtype != DCPATTN_FP16)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: dtype = %d (bf16 or fp16)", (int)d->dtype);
+    if (d->num_q_heads < 1 || d->num_kv_heads < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_q_heads = %d, num_kv_heads = %d (must be >= 1)",
+                             d->num_q_heads, d->num_kv_heads);
+    if (d->num_q_heads % d->num_kv_heads)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: num_q_heads = %d is not a multiple of num_kv_heads = %d", d->num_q_heads,
+                             d->num_kv_heads);
+    if (d->head_dim_v == 0)
+        d->head_dim_v = d->head_dim;
+    if (d->head_dim < 1 || d->head_dim_v < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: head_dim = %d, head_dim_v = %d (must be >= 1)",
+                             d->head_dim, d->head_dim_v);
+    if (d->head_dim == 576 && d->head_dim_v == 512)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: the MLA family (head_dim 576/512) is not available yet");
+    if (d->head_dim != d->head_dim_v || !dcpattn__gqa_head_dim_ok(d->head_dim))
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: head_dim = %d, head_dim_v = %d (GQA needs equal dims of 64, 96, 128, 192 or 256)",
+                             d->head_dim, d->head_dim_v);
+    if (d->num_q_heads / d->num_kv_heads > 64)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most 64)",
+                             d->num_q_heads / d->num_kv_heads);
+    if (d->page_size < 1 || d->page_size > 256)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
+    if (d->softmax_scale == 0.0f)
+        d->softmax_scale = 1.0f / sqrtf((float)d->head_dim);
+    if (!(d->softmax_scale > 0.0f) || d->softmax_scale > 1e30f)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: softmax_scale = %g (must be finite and > 0)",
+                             (double)d->softmax_scale);
+    if (d->dcp_world == 0)
+        d->dcp_world = 1;
+    if (d->dcp_interleave == 0)
+        d->dcp_interleave = 1;
+    if (d->dcp_world < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: dcp_world = %d (must be >= 1)", d->dcp_world);
+    if (d->dcp_rank < 0 || d->dcp_rank >= d->dcp_world)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: dcp_rank = %d (must be 0..%d)", d->dcp_rank,
+                             d->dcp_world - 1);
+    if (d->dcp_interleave < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: dcp_interleave = %d (must be >= 1)",
+                             d->dcp_interleave);
+    if (!dcpattn__mul(d->dcp_world, d->dcp_interleave, &t) || t > INT32_MAX)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: dcp_world*dcp_interleave = %d*%d overflows", d->dcp_world,
+                             d->dcp_interleave);
+    if (d->max_batch < 1 || d->max_q_len < 1 || d->max_seqlen_k < 0 || d->max_total_q < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: max_batch = %d, max_q_len = %d (>= 1), max_seqlen_k = %d, max_total_q = %d (>= 0)",
+                             d->max_batch, d->max_q_len, d->max_seqlen_k, d->max_total_q);
+    if (d->max_total_q == 0) {
+        if (!dcpattn__mul(d->max_batch, d->max_q_len, &t) || t > INT32_MAX)
+            return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_batch*max_q_len = %d*%d overflows", d->max_batch,
+                                 d->max_q_len);
+        d->max_total_q = (int)t;
+    }
+    if (!dcpattn__mul(d->max_total_q, d->num_q_heads, &t) || t > INT32_MAX ||
+        !dcpattn__mul(t, d->head_dim_v, &t) || !dcpattn__mul(t, 4 * 64, &t))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_total_q*num_q_heads*head_dim = %d*%d*%d overflows",
+                             d->max_total_q, d->num_q_heads, d->head_dim_v);
+    if (!dcpattn__mul(d->max_q_len, d->num_q_heads, &t) || t > INT32_MAX)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_q_len*num_q_heads = %d*%d overflows", d->max_q_len,
+                             d->num_q_heads);
+    if (d->num_splits < 0 || d->num_splits > DCPATTN_MAX_MERGE_STATES)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_splits = %d (0 = auto, 1..%d)", d->num_splits,
+                             DCPATTN_MAX_MERGE_STATES);
+    if (d->num_sms < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_sms = %d", d->num_sms);
+    if (d->lse_base2 < 0 || d->non_causal < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_base2 = %d, non_causal = %d", d->lse_base2,
+                             d->non_causal);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *desc) {
+    dcpattn_attn_desc d;
+    return dcpattn__attn_normalize(desc, &d);
+}
+
+/* Checks run arguments against a normalized descriptor and fills default strides. */
+static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
+                                                   dcpattn_attn_args *a) {
+    const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
+    int64_t span_q, span_k, span_v, span_out, min_bt;
+    if (!in)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
+    *a = *in;
+    if (a->batch < 0 || a->batch > d->max_batch)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: batch = %d (must be 0..max_batch = %d)", a->batch,
+                             d->max_batch);
+    if (!a->q_stride_h) a->q_stride_h = dqk;
+    if (!a->q_stride_t) a->q_stride_t = hq * a->q_stride_h;
+    if (!a->k_stride_h) a->k_stride_h = dqk;
+    if (!a->k_stride_t) a->k_stride_t = hkv * a->k_stride_h;
+    if (!a->k_stride_page) a->k_stride_page = d->page_size * a->k_stride_t;
+    if (!a->v_stride_h) a->v_stride_h = dv;
+    if (!a->v_stride_t) a->v_stride_t = hkv * a->v_stride_h;
+    if (!a->v_stride_page) a->v_stride_page = d->page_size * a->v_stride_t;
+    if (!a->out_stride_h) a->out_stride_h = dv;
+    if (!a->out_stride_t) a->out_stride_t = hq * a->out_stride_h;
+    if (!a->lse_stride_h) a->lse_stride_h = 1;
+    if (!a->lse_stride_t) a->lse_stride_t = hq * a->lse_stride_h;
+    min_bt = ((int64_t)d->max_seqlen_k + d->page_size - 1) / d->page_size;
+    if (!a->block_table_stride) a->block_table_stride = min_bt;
+    if (a->batch == 0)
+        return DCPATTN_STATUS_SUCCESS;
+#define DCPATTN__REQUIRE(p)                                                                            \
+    if (!a->p)                                                                                         \
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: " #p " is NULL");
+    DCPATTN__REQUIRE(q)
+    DCPATTN__REQUIRE(k_cache)
+    DCPATTN__REQUIRE(v_cache)
+    DCPATTN__REQUIRE(block_table)
+    DCPATTN__REQUIRE(cu_seqlens_q)
+    DCPATTN__REQUIRE(seqused_k)
+    DCPATTN__REQUIRE(out)
+#undef DCPATTN__REQUIRE
+    if (d->dcp_world > 1 && !a->seqused_k_global)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: seqused_k_global is NULL with dcp_world = %d",
+                             d->dcp_world);
+#define DCPATTN__ALIGN(p, n)                                                                            \
+    if (!dcpattn__aligned(a->p, n))                                                                     \
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "attn: " #p " = %p is not %d-byte aligned", (const void *)a->p, n);
+    DCPATTN__ALIGN(q, 16)
+    DCPATTN__ALIGN(k_cache, 16)
+    DCPATTN__ALIGN(v_cache, 16)
+    DCPATTN__ALIGN(out, 16)
+    DCPATTN__ALIGN(block_table, 4)
+    DCPATTN__ALIGN(cu_seqlens_q, 4)
+    DCPATTN__ALIGN(seqused_k, 4)
+    DCPATTN__ALIGN(seqused_k_global, 4)
+    DCPATTN__ALIGN(lse, 4)
+#undef DCPATTN__ALIGN
+    {
+        const int64_t st[] = {a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t, a->k_stride_h,
+                              a->v_stride_page, a->v_stride_t, a->v_stride_h, a->out_stride_t, a->out_stride_h};
+        static const char *const nm[] = {"q_stride_t", "q_stride_h", "k_stride_page", "k_stride_t", "k_stride_h",
+                                         "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h"};
+        int i;
+        for (i = 0; i < 10; i++)
+            if (st[i] < 0 || st[i] % 8)
+                return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                                     "attn: %s = %lld (must be a non-negative multiple of 8 elements)", nm[i],
+                                     (long long)st[i]);
+        if (a->lse_stride_t < 0 || a->lse_stride_h < 0)
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: negative lse stride");
+    }
+    if (a->num_pages < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_pages = %lld (must be >= 1)",
+                             (long long)a->num_pages);
+    if (a->block_table_stride < min_bt)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: block_table_stride = %lld < ceil(max_seqlen_k / page_size) = %lld",
+                             (long long)a->block_table_stride, (long long)min_bt);
+    if (!dcpattn__span(d->max_total_q, a->q_stride_t, hq, a->q_stride_h, dqk, &span_q) ||
+        !dcpattn__span(d->max_total_q, a->out_stride_t, hq, a->out_stride_h, dv, &span_out) ||
+        !dcpattn__span(a->num_pages, a->k_stride_page, d->page_size, a->k_stride_t, 0, &span_k) ||
+        !dcpattn__span(a->num_pages, a->v_stride_page, d->page_size, a->v_stride_t, 0, &span_v) ||
+        !dcpattn__span(1, 0, hkv, a->k_stride_h, span_k + dqk, &span_k) ||
+        !dcpattn__span(1, 0, hkv, a->v_stride_h, span_v + dv, &span_v) || span_q > INT64_MAX / 4 ||
+        span_k > INT64_MAX / 4 || span_v > INT64_MAX / 4 || span_out > INT64_MAX / 4)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: tensor extents overflow 64 bits");
+    if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps q");
+    if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
+        dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * 2))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps the KV cache");
+    if (a->lse && (dcpattn__overlap(a->lse, 4, a->q, span_q * 2) || dcpattn__overlap(a->lse, 4, a->k_cache, span_k * 2) ||
+                   dcpattn__overlap(a->lse, 4, a->v_cache, span_v * 2)))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse overlaps q or the KV cache");
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+dcpattn_status dcpattn_attn_args_validate(const dcpattn_attn_desc *desc, const dcpattn_attn_args *args) {
+    dcpattn_attn_desc d;
+    dcpattn_attn_args a;
+    DCPATTN__TRY(dcpattn__attn_normalize(desc, &d));
+    return dcpattn__attn_args_normalize(&d, args, &a);
+}
+
+static void dcpattn__setint(lua_State *L, const char *k, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_attn_desc *d, char *buf, size_t n) {
+    lua_State *L = ctx->L;
+    dcpattn__lua_fn(ctx, "select_attn");
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, dcpattn__dtype_name(d->dtype));
+    lua_setfield(L, -2, "dtype");
+    dcpattn__setint(L, "hq", d->num_q_heads);
+    dcpattn__setint(L, "hkv", d->num_kv_heads);
+    dcpattn__setint(L, "dqk", d->head_dim);
+    dcpattn__setint(L, "dv", d->head_dim_v);
+    dcpattn__setint(L, "page_size", d->page_size);
+    dcpattn__setint(L, "max_q_len", d->max_q_len);
+    dcpattn__setint(L, "max_total_q", d->max_total_q);
+    dcpattn__setint(L, "max_batch", d->max_batch);
+    dcpattn__setint(L, "max_seqlen_k", d->max_seqlen_k);
+    DCPATTN__TRY(dcpattn__lua_pcall(ctx, 1, 2));
+    if (!lua_isstring(L, -2)) {
+        dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
+        lua_pop(L, 2);
+        return s;
+    }
+    snprintf(buf, n, "%s", lua_tostring(L, -2));
+    lua_pop(L, 2);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* Split-KV count: enough CTAs to fill the GPU about twice, never splits shorter than four
+   KV tiles, at most what one merge takes. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, int kv_tile) {
+    int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles;
+    int64_t want = (2 * (int64_t)num_sms + base - 1) / base;
+    int64_t most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
+    if (want > most)
+        want = most;
+    if (want > DCPATTN_MAX_MERGE_STATES)
+        want = DCPATTN_MAX_MERGE_STATES;
+    return want < 1 ? 1 : (int)want;
+}
+
+dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
+                                        dcpattn_attn_plan **out) {
+    dcpattn_attn_plan *p;
+    dcpattn_status s;
+    int group;
+    if (!ctx || !out)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_plan_create: NULL context or out");
+    *out = NULL;
+    p = (dcpattn_attn_plan *)calloc(1, sizeof *p);
+    if (!p)
+        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "attn_plan_create");
+    p->ctx = ctx;
+    s = dcpattn__attn_normalize(desc, &p->d);
+    if (s) {
+        free(p);
+        return s;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    s = dcpattn__select_attn(ctx, &p->d, p->variant, sizeof p->variant);
+    if (!s)
+        s = dcpattn__ensure(ctx, p->variant, &p->attn, NULL);
+    if (!s) {
+        group = p->d.num_q_heads / p->d.num_kv_heads;
+        p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
+        p->num_splits = p->d.num_splits ? p->d.num_splits
+                                         : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
+                                                                p->row_tiles, p->attn->kv_tile > 0 ? p->attn->kv_tile : 64);
+        if (p->num_splits > 1) {
+            char mname[64];
+            s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
+            if (!s)
+                s = dcpattn__ensure(ctx, mname, &p->merge, NULL);
+            /* partials: o fp32 [splits, max_total_q, hq, dv], then lse fp32 [splits, max_total_q, hq] */
+            p->part_offset_lse = (size_t)p->num_splits * (size_t)p->d.max_total_q * (size_t)p->d.num_q_heads *
+                                 (size_t)p->d.head_dim_v * 4u;
+            p->part_offset_lse = (p->part_offset_lse + 255u) & ~(size_t)255u;
+            p->workspace_bytes = p->part_offset_lse +
+                                 (size_t)p->num_splits * (size_t)p->d.max_total_q * (size_t)p->d.num_q_heads * 4u;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (s) {
+        free(p);
+        return s;
+    }
+    *out = p;
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan) { free(plan); }
+size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan) { return plan ? plan->workspace_bytes : 0; }
+int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan) { return plan ? plan->num_splits : 0; }
+const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan) { return plan ? plan->variant : ""; }
+
+dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args, void *workspace,
+                                size_t workspace_bytes, dcpattn_stream stream) {
+    const dcpattn_attn_desc *d;
+    dcpattn_attn_args a;
+    dcpattn_attn_kparams kp;
+    if (!plan)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_run: plan is NULL");
+    if (plan->ctx->compile_only || !plan->attn->fn)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_run: the plan's context is compile-only");
+    d = &plan->d;
+    DCPATTN__TRY(dcpattn__attn_args_normalize(d, args, &a));
+    if (plan->workspace_bytes) {
+        if (!workspace || workspace_bytes < plan->workspace_bytes)
+            return dcpattn__fail(DCPATTN_STATUS_WORKSPACE, "attn_run: workspace %p of %zu bytes, the plan needs %zu",
+                                 workspace, workspace_bytes, plan->workspace_bytes);
+        if (!dcpattn__aligned(workspace, 256))
+            return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "attn_run: workspace = %p is not 256-byte aligned",
+                                 workspace);
+    }
+    if (a.batch == 0)
+        return DCPATTN_STATUS_SUCCESS;
+    memset(&kp, 0, sizeof kp);
+    kp.q = a.q;
+    kp.k = a.k_cache;
+    kp.v = a.v_cache;
+    kp.out = a.out;
+    kp.lse = a.lse;
+    kp.block_table = a.block_table;
+    kp.cu_seqlens_q = a.cu_seqlens_q;
+    kp.seqused_k = a.seqused_k;
+    kp.seqused_k_global = a.seqused_k_global;
+    kp.q_st = a.q_stride_t;
+    kp.q_sh = a.q_stride_h;
+    kp.k_sp = a.k_stride_page;
+    kp.k_st = a.k_stride_t;
+    kp.k_sh = a.k_stride_h;
+    kp.v_sp = a.v_stride_page;
+    kp.v_st = a.v_stride_t;
+    kp.v_sh = a.v_stride_h;
+    kp.out_st = a.out_stride_t;
+    kp.out_sh = a.out_stride_h;
+    kp.lse_st = a.lse_stride_t;
+    kp.lse_sh = a.lse_stride_h;
+    kp.bt_stride = a.block_table_stride;
+    kp.batch = a.batch;
+    kp.max_q_len = d->max_q_len;
+    kp.hq = d->num_q_heads;
+    kp.hkv = d->num_kv_heads;
+    kp.page_size = d->page_size;
+    kp.num_splits = plan->num_splits;
+    kp.causal = !d->non_causal;
+    kp.lse_base2 = d->lse_base2;
+    kp.world = d->dcp_world;
+    kp.rank = d->dcp_rank;
+    kp.interleave = d->dcp_interleave;
+    kp.scale_log2 = d->softmax_scale * 1.4426950408889634f;
+    if (plan->num_splits > 1) {
+        kp.o_part = (float *)workspace;
+        kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);
+        kp.part_split_stride = (long long)d->max_total_q * d->num_q_heads;
+    }
+    DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
+                                 (unsigned)plan->row_tiles, &kp, stream, "attention launch"));
+    if (plan->num_splits > 1) {
+        const void *o[DCPATTN_MAX_MERGE_STATES];
+        const float *l[DCPATTN_MAX_MERGE_STATES];
+        dcpattn__merge_norm m;
+        int i;
+        memset(&m, 0, sizeof m);
+        for (i = 0; i < plan->num_splits; i++) {
+            o[i] = kp.o_part + (size_t)i * (size_t)kp.part_split_stride * (size_t)d->head_dim_v;
+            l[i] = kp.lse_part + (size_t)i * (size_t)kp.part_split_stride;
+        }
+        m.a.num_states = plan->num_splits;
+        m.a.rows = d->max_total_q;
+        m.a.heads = d->num_q_heads;
+        m.a.head_dim = d->head_dim_v;
+        m.a.in_dtype = DCPATTN_FP32;
+        m.a.out_dtype = d->dtype;
+        m.a.o = o;
+        m.a.lse = l;
+        m.a.o_stride_t = (int64_t)d->num_q_heads * d->head_dim_v;
+        m.a.o_stride_h = d->head_dim_v;
+        m.a.lse_stride_t = d->num_q_heads;
+        m.a.lse_stride_h = 1;
+        m.a.out = a.out;
+        m.a.lse_out = a.lse;
+        m.a.out_stride_t = a.out_stride_t;
+        m.a.out_stride_h = a.out_stride_h;
+        m.a.lse_out_stride_t = a.lse_stride_t;
+        m.a.lse_out_stride_h = a.lse_stride_h;
+        m.a.lse_base2_in = 1;
+        m.a.lse_base2_out = d->lse_base2;
+        m.vec = 4;
+        return dcpattn__merge_launch(plan->merge, &m, a.cu_seqlens_q + a.batch, stream);
+    }
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+#endif /* DCPATTN_IMPLEMENTATION_DONE */
+#endif /* DCPATTN_IMPLEMENTATION */
