@@ -185,6 +185,8 @@ DCPATTN_API dcpattn_status dcpattn_default_variants(dcpattn_context *ctx, const 
 /* Compile (or find in a cache) and, unless compile_only, load each named variant. */
 DCPATTN_API dcpattn_status dcpattn_precompile(dcpattn_context *ctx, const char *const *names, int n,
                                               dcpattn_progress_fn progress, void *user);
+/* The rendered CUDA source of a variant, as NVRTC sees it; release it with free(). */
+DCPATTN_API dcpattn_status dcpattn_variant_source(dcpattn_context *ctx, const char *name, char **source);
 /* 1 if the variant is loaded in this context, 0 if not; never compiles. */
 DCPATTN_API int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name);
 
@@ -901,7 +903,7 @@ static int dcpattn__cache_read(const char *path, const uint64_t key[2], dcpattn_
 /* Writes the entry atomically; 0 on success, else errno-like failure (nothing left behind). */
 static int dcpattn__cache_write(const char *path, const uint64_t key[2], const dcpattn__blob *b) {
     static int counter;
-    char tmp[1200];
+    char tmp[2200];
     dcpattn__entry_header h;
     int fd, ok;
     memset(&h, 0, sizeof h);
@@ -1071,7 +1073,7 @@ static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, uint6
 static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
                                       dcpattn__blob *blob, const char **source) {
     uint64_t key[2];
-    char path[1200], lockpath[1200];
+    char path[2048], lockpath[2048];
     int i, rc, lockfd = -1, write_dir = -1;
     dcpattn_status s;
     /* The key includes the NVRTC version, so NVRTC must be known even for a cache hit; when
@@ -1264,7 +1266,7 @@ dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_
     dcpattn_context_desc d;
     dcpattn_context *ctx;
     const char *data;
-    char probe[1200];
+    char probe[1100];
     dcpattn_status s;
     if (!out)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "context_create: out is NULL");
@@ -1404,6 +1406,20 @@ dcpattn_status dcpattn_precompile(dcpattn_context *ctx, const char *const *names
             progress(user, &info);
     }
     return DCPATTN_STATUS_SUCCESS;
+}
+
+dcpattn_status dcpattn_variant_source(dcpattn_context *ctx, const char *name, char **source) {
+    dcpattn__rendered r;
+    dcpattn_status s;
+    if (!ctx || !name || !source)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "variant_source: NULL argument");
+    *source = NULL;
+    pthread_mutex_lock(&ctx->lock);
+    s = dcpattn__render(ctx, name, &r);
+    pthread_mutex_unlock(&ctx->lock);
+    if (!s)
+        *source = r.source;
+    return s;
 }
 
 int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name) {

@@ -1,0 +1,450 @@
+// gqa.cuh — paged GQA/MQA decode attention over one rank's DCP shard (DESIGN.md 3, 6).
+//
+// One CTA = one (sequence, split) x one KV head x M_TILE packed query rows. Packed row
+// R = z*M_TILE + m is query token R / GROUP and q head kvh*GROUP + R % GROUP, so every
+// query row that shares a KV head reads each KV byte once.
+//
+// Warps: WARPS_M = M_TILE/16 row groups x WARPS_N = WARPS/WARPS_M key groups. Each warp
+// owns 16 rows and KV_TILE/WARPS_N keys of every tile, keeps its own running max, sum
+// and O (16 x D, fp32, in registers), and the WARPS_N partial states of a row group are
+// merged through shared memory at the end (flash-decoding inside the CTA).
+//
+// Pipeline: K and V tiles of KV_TILE tokens x D are gathered row by row from the page
+// table with 16-byte cp.async (zero fill past the end: keys past the last visible one are
+// never read, and their zero V rows meet P = 0 exactly), STAGES tiles deep. The page
+// indices of the tile after next are loaded into registers one iteration early, so no
+// table lookup sits in front of a copy. Shared tiles are XOR-swizzled so ldmatrix is free
+// of bank conflicts; QK^T and PV run on mma.sync m16n8k16 with fp32 accumulation and the
+// S accumulators become the A operand of PV without leaving registers.
+//
+// Dynamic shared memory (bytes), as the generator computes it:
+//     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2
+// (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.)
+//
+// Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
+// of 8 elements (the host validates this).
+#pragma once
+
+namespace dcpattn {
+
+template <class T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_TILE_, int STAGES_, int THREADS_>
+struct GqaTraits {
+    using T = T_;
+    static constexpr int D = HEAD_DIM_;
+    static constexpr int GROUP = GROUP_;
+    static constexpr int M_TILE = M_TILE_;
+    static constexpr int KV_TILE = KV_TILE_;
+    static constexpr int STAGES = STAGES_;
+    static constexpr int THREADS = THREADS_;
+
+    static constexpr int WARPS = THREADS / 32;
+    static constexpr int WARPS_M = M_TILE / 16;
+    static constexpr int WARPS_N = WARPS / WARPS_M;
+    static constexpr int NW = KV_TILE / WARPS_N;  // keys of a tile per warp
+    static constexpr int CHUNKS = D / 8;          // 16-byte chunks per row
+    static constexpr int ROW_BYTES = D * 2;
+    static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile
+    static constexpr int SMEM_Q = 0;
+    static constexpr int SMEM_K = M_TILE * ROW_BYTES;
+    static constexpr int SMEM_V = SMEM_K + STAGES * TILE_BYTES;
+    static constexpr int SMEM_BYTES = SMEM_V + STAGES * TILE_BYTES;
+    static constexpr int KV_LOADS = (KV_TILE * CHUNKS + THREADS - 1) / THREADS;  // per thread per tensor
+    static constexpr int Q_LOADS = (M_TILE * CHUNKS + THREADS - 1) / THREADS;
+    static constexpr bool Q_IN_REGS = D <= 128;
+
+    static_assert(D % 32 == 0 && D >= 64 && D <= 256, "head dim");
+    static_assert(GROUP >= 1, "group");
+    static_assert(M_TILE % 16 == 0 && THREADS % 32 == 0 && WARPS % WARPS_M == 0, "warps");
+    static_assert(KV_TILE % (16 * WARPS_N) == 0, "KV tile must give each warp 16k keys");
+    static_assert(STAGES >= 2, "stages");
+    static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
+    // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
+    static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
+    static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
+};
+
+namespace gqa_detail {
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// 16-byte async copy; src_bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ int ldg_i32(const int *p) {
+    int v;
+    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// c += a (16x16, row) * b (16x8, col), fp32 accumulation.
+template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+template <> __device__ __forceinline__ void mma16816<bf16>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<fp16>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void st_global_v4(void *p, unsigned a, unsigned b, unsigned c, unsigned d) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void st_global_v4f(void *p, float a, float b, float c, float d) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+// XOR applied to the 16-byte chunk index of a row so that the 8 rows one ldmatrix phase
+// reads land in 8 different bank groups. Depends only on row % 8; stays inside the row.
+template <int CHUNKS> __device__ __forceinline__ int chunk_xor(int row) {
+    if constexpr (CHUNKS % 8 == 0) return row & 7;
+    else return (row >> 1) & 3;  // CHUNKS % 8 == 4: rows alternate halves of a 128-byte line
+}
+
+struct alignas(16) f4 { float x, y, z, w; };
+
+}  // namespace gqa_detail
+
+template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {
+    using namespace gqa_detail;
+    using T = typename Tr::T;
+    constexpr int D = Tr::D, GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE;
+    constexpr int STAGES = Tr::STAGES, THREADS = Tr::THREADS, CHUNKS = Tr::CHUNKS;
+    constexpr int ROW_BYTES = Tr::ROW_BYTES, NW = Tr::NW, WARPS_M = Tr::WARPS_M, WARPS_N = Tr::WARPS_N;
+
+    extern __shared__ __attribute__((aligned(128))) unsigned char gqa_smem[];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int split = blockIdx.x % p.num_splits, b = blockIdx.x / p.num_splits;
+    const int kvh = blockIdx.y;
+    const int row0 = blockIdx.z * M_TILE;  // first packed row of this CTA
+
+    const int q_begin = p.cu_seqlens_q[b];
+    const int q_len = p.cu_seqlens_q[b + 1] - q_begin;
+    const int nrows = q_len * GROUP;
+    if (row0 >= nrows) return;
+
+    const int Lk = p.seqused_k[b];
+    const int L = p.seqused_k_global ? p.seqused_k_global[b] : Lk;
+
+    int kv_begin = 0, kv_end = Lk;
+    if (p.num_splits > 1) {
+        int chunk = (Lk + p.num_splits - 1) / p.num_splits;
+        chunk = (chunk + KV_TILE - 1) / KV_TILE * KV_TILE;
+        kv_begin = min(split * chunk, Lk);
+        kv_end = min(kv_begin + chunk, Lk);
+    }
+    // Keys this row may see, [kv_begin, limit): per-row causal limit on the local shard.
+    auto row_limit = [&](int r) -> int {
+        const int i = min(row0 + r, nrows - 1) / GROUP;
+        int lim = kv_end;
+        if (p.causal) lim = min(lim, local_len(max(L - q_len + i + 1, 0), p.world, p.rank, p.interleave));
+        return lim;
+    };
+    const int cta_hi = row_limit(M_TILE - 1);  // rows are sorted by token, limits by row
+    const int cta_lo = row_limit(0);
+    const int n_tiles = cta_hi > kv_begin ? (cta_hi - kv_begin + KV_TILE - 1) / KV_TILE : 0;
+
+    const unsigned s_base = smem_u32(gqa_smem);
+    const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
+
+    // ---- Q tile: M_TILE packed rows, zero rows past the end ----
+    {
+        const char *qb = static_cast<const char *>(p.q);
+#pragma unroll
+        for (int j = 0; j < Tr::Q_LOADS; ++j) {
+            const int idx = tid + j * THREADS;
+            if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
+            const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
+            const bool ok = R < nrows;
+            const long long off = ok ? ((long long)(q_begin + R / GROUP) * p.q_st +
+                                        (long long)(kvh * GROUP + R % GROUP) * p.q_sh + c * 8) * 2
+                                     : 0;
+            cp_async16(sQ + r * ROW_BYTES + ((c ^ chunk_xor<CHUNKS>(r)) << 4), qb + off, ok ? 16 : 0);
+        }
+        cp_async_commit();
+    }
+
+    // ---- K/V tile gather ----
+    const int *bt = p.block_table + (long long)b * p.bt_stride;
+    const int ps = p.page_size;
+    const bool ps_pow2 = (ps & (ps - 1)) == 0;
+    const int ps_shift = __ffs(ps) - 1;
+    const char *kb = static_cast<const char *>(p.k) + (long long)kvh * p.k_sh * 2;
+    const char *vb = static_cast<const char *>(p.v) + (long long)kvh * p.v_sh * 2;
+
+    auto tile_token = [&](int j) { return (tid + j * THREADS) / CHUNKS; };
+    auto slot_valid = [&](int j) {
+        return !(Tr::KV_LOADS * THREADS > KV_TILE * CHUNKS) || tid + j * THREADS < KV_TILE * CHUNKS;
+    };
+    // Page of each of this thread's tokens of the tile starting at ts (0 past the end).
+    auto fetch_pages = [&](int ts, int (&pg)[Tr::KV_LOADS]) {
+#pragma unroll
+        for (int j = 0; j < Tr::KV_LOADS; ++j) {
+            const int l = ts + tile_token(j);
+            pg[j] = 0;
+            if (slot_valid(j) && l < cta_hi) pg[j] = ldg_i32(bt + (ps_pow2 ? (l >> ps_shift) : (l / ps)));
+        }
+    };
+    auto issue_tile = [&](int ts, int stage, const int (&pg)[Tr::KV_LOADS]) {
+#pragma unroll
+        for (int j = 0; j < Tr::KV_LOADS; ++j) {
+            if (!slot_valid(j)) break;
+            const int idx = tid + j * THREADS, tk = idx / CHUNKS, c = idx % CHUNKS;
+            const int l = ts + tk;
+            const bool ok = l < cta_hi;
+            const int slot = ok ? (ps_pow2 ? (l & (ps - 1)) : (l % ps)) : 0;
+            const long long koff = ((long long)pg[j] * p.k_sp + (long long)slot * p.k_st + c * 8) * 2;
+            const long long voff = ((long long)pg[j] * p.v_sp + (long long)slot * p.v_st + c * 8) * 2;
+            const unsigned so = stage * Tr::TILE_BYTES + tk * ROW_BYTES + ((c ^ chunk_xor<CHUNKS>(tk)) << 4);
+            cp_async16(sK + so, ok ? kb + koff : kb, ok ? 16 : 0);
+            cp_async16(sV + so, ok ? vb + voff : vb, ok ? 16 : 0);
+        }
+    };
+
+    int pg[Tr::KV_LOADS];
+    fetch_pages(kv_begin, pg);
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        issue_tile(kv_begin + s * KV_TILE, s, pg);
+        cp_async_commit();
+        fetch_pages(kv_begin + (s + 1) * KV_TILE, pg);
+    }
+
+    // ---- per-thread rows and state ----
+    const int g = lane >> 2, q4 = lane & 3;
+    const int r_lo = wm * 16 + g, r_hi = r_lo + 8;  // the two rows of this thread's fragments
+    const int lim_lo = row_limit(r_lo), lim_hi = row_limit(r_hi);
+    const bool warp_active = row0 + wm * 16 < nrows;
+    const int fx = chunk_xor<CHUNKS>(lane & 7);  // swizzle of every ldmatrix row of this lane
+    const float scale = p.scale_log2;
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
+
+    // ldmatrix addresses (bytes, stage 0, chunk 0 before swizzle)
+    const unsigned q_row = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
+    const int q_hi = lane >> 4;
+    const unsigned k_row = sK + (wn * NW + (lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
+    const int k_hi = (lane >> 3) & 1;
+    const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
+    const int v_hi = lane >> 4;
+
+    constexpr int QREGS = Tr::Q_IN_REGS ? D / 16 : 1;
+    unsigned qf[QREGS][4];
+    cp_async_wait<STAGES - 1>();  // the Q group
+    __syncthreads();
+    if constexpr (Tr::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(q_row + (((2 * kk + q_hi) ^ fx) << 4), qf[kk]);
+    }
+
+    for (int t = 0; t < n_tiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
+        {
+            const int tn = t + STAGES - 1;
+            issue_tile(kv_begin + tn * KV_TILE, tn % STAGES, pg);
+            cp_async_commit();
+            fetch_pages(kv_begin + (tn + 1) * KV_TILE, pg);
+        }
+        if (!warp_active) continue;
+
+        const int ts = kv_begin + t * KV_TILE;
+        const unsigned stage_off = (t % STAGES) * Tr::TILE_BYTES;
+
+        // S = Q K^T for this warp's 16 rows x NW keys
+        float s[NW / 8][4];
+#pragma unroll
+        for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            unsigned a[4];
+            if constexpr (Tr::Q_IN_REGS) {
+                a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
+            } else {
+                ldsm_x4(q_row + (((2 * kk + q_hi) ^ fx) << 4), a);
+            }
+#pragma unroll
+            for (int nn = 0; nn < NW / 16; ++nn) {
+                unsigned kf[4];
+                ldsm_x4(k_row + stage_off + nn * 16 * ROW_BYTES + (((2 * kk + k_hi) ^ fx) << 4), kf);
+                mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
+                mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
+            }
+        }
+
+        // scale to log2 units; mask keys past each row's limit (only tiles that reach one)
+        const bool need_mask = ts + KV_TILE > cta_lo;
+#pragma unroll
+        for (int n = 0; n < NW / 8; ++n) {
+            const int col = ts + wn * NW + n * 8 + 2 * q4;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                s[n][e] *= scale;
+                s[n][2 + e] *= scale;
+                if (need_mask) {
+                    if (col + e >= lim_lo) s[n][e] = neg_inf();
+                    if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
+                }
+            }
+        }
+
+        // online softmax, base 2
+        float mx_lo = m_lo, mx_hi = m_hi;
+#pragma unroll
+        for (int n = 0; n < NW / 8; ++n) {
+            mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+        }
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+        // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
+        const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
+        const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
+        const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
+        m_lo = mx_lo;
+        m_hi = mx_hi;
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int n = 0; n < NW / 8; ++n) {
+            s[n][0] = fast_exp2(s[n][0] - mu_lo);
+            s[n][1] = fast_exp2(s[n][1] - mu_lo);
+            s[n][2] = fast_exp2(s[n][2] - mu_hi);
+            s[n][3] = fast_exp2(s[n][3] - mu_hi);
+            sum_lo += s[n][0] + s[n][1];
+            sum_hi += s[n][2] + s[n][3];
+        }
+        l_lo = l_lo * al_lo + sum_lo;
+        l_hi = l_hi * al_hi + sum_hi;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= al_lo;
+            o[i][1] *= al_lo;
+            o[i][2] *= al_hi;
+            o[i][3] *= al_hi;
+        }
+
+        // O += P V
+#pragma unroll
+        for (int kk = 0; kk < NW / 16; ++kk) {
+            unsigned a[4];
+            a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+            a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+            a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dd = 0; dd < D / 16; ++dd) {
+                unsigned vf[4];
+                ldsm_x4_trans(v_row + stage_off + kk * 16 * ROW_BYTES + (((2 * dd + v_hi) ^ fx) << 4), vf);
+                mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
+                mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
+            }
+        }
+    }
+
+    // ---- epilogue: merge the WARPS_N partial states of each row, write ----
+    cp_async_wait<0>();
+    __syncthreads();  // all warps done with Q and K/V: reuse the space
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+    float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
+    float *sm_l = sm_m + WARPS_N * M_TILE;
+    float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
+    if (q4 == 0) {
+        sm_m[wn * M_TILE + r_lo] = m_lo;
+        sm_l[wn * M_TILE + r_lo] = l_lo;
+        sm_m[wn * M_TILE + r_hi] = m_hi;
+        sm_l[wn * M_TILE + r_hi] = l_hi;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        const int col = i * 8 + 2 * q4;
+        float *plo = red + (wn * M_TILE + r_lo) * D + (col ^ ((r_lo & 3) << 3));
+        float *phi = red + (wn * M_TILE + r_hi) * D + (col ^ ((r_hi & 3) << 3));
+        plo[0] = o[i][0];
+        plo[1] = o[i][1];
+        phi[0] = o[i][2];
+        phi[1] = o[i][3];
+    }
+    __syncthreads();
+
+    const bool split_out = p.num_splits > 1;
+    constexpr int ITEMS = M_TILE * (D / 8);
+    for (int it = tid; it < ITEMS; it += THREADS) {
+        const int r = it / (D / 8), c = (it % (D / 8)) * 8, R = row0 + r;
+        if (R >= nrows) continue;
+        float mw[WARPS_N], mx = neg_inf();
+#pragma unroll
+        for (int w = 0; w < WARPS_N; ++w) {
+            mw[w] = sm_m[w * M_TILE + r];
+            mx = fmaxf(mx, mw[w]);
+        }
+        float fac[WARPS_N], lsum = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS_N; ++w) {
+            fac[w] = mw[w] == neg_inf() ? 0.f : fast_exp2(mw[w] - mx);
+            lsum += fac[w] * sm_l[w * M_TILE + r];
+        }
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int w = 0; w < WARPS_N; ++w) {
+            const f4 *src = reinterpret_cast<const f4 *>(red + (w * M_TILE + r) * D + (c ^ ((r & 3) << 3)));
+            const f4 x = src[0], y = src[1];
+            const float f = fac[w] * inv;
+            acc[0] += f * x.x; acc[1] += f * x.y; acc[2] += f * x.z; acc[3] += f * x.w;
+            acc[4] += f * y.x; acc[5] += f * y.y; acc[6] += f * y.z; acc[7] += f * y.w;
+        }
+        const long long tq = q_begin + R / GROUP;
+        const int h = kvh * GROUP + R % GROUP;
+        // base-2 LSE; -inf for a row that saw nothing
+        const float lse2 = lsum > 0.f ? mx + fast_log2(lsum) : neg_inf();
+        if (split_out) {
+            const long long prow = (long long)split * p.part_split_stride + tq * p.hq + h;
+            float *dst = p.o_part + prow * D + c;
+            st_global_v4f(dst, acc[0], acc[1], acc[2], acc[3]);
+            st_global_v4f(dst + 4, acc[4], acc[5], acc[6], acc[7]);
+            if (c == 0) p.lse_part[prow] = lse2;
+        } else {
+            char *dst = static_cast<char *>(p.out) + (tq * p.out_st + (long long)h * p.out_sh + c) * 2;
+            st_global_v4(dst, pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]), pack2<T>(acc[4], acc[5]),
+                         pack2<T>(acc[6], acc[7]));
+            if (c == 0 && p.lse)
+                p.lse[tq * p.lse_st + (long long)h * p.lse_sh] = (p.lse_base2 || lse2 == neg_inf()) ? lse2 : lse2 * kLn2;
+        }
+    }
+}
+
+}  // namespace dcpattn

@@ -1,0 +1,217 @@
+// merge.cuh — exact N-way merge of partial attention states (DESIGN.md 3.5).
+//
+// LAUNCH CONTRACT (the host computes exactly this):
+//     block   = THREADS threads (256), dynamic shared memory 0, grid.y = grid.z = 1
+//     VPR     = head_dim * sizeof(IN_T) / 16           (16-byte input vectors per row-head)
+//     grid.x  = ceil(rows * heads * VPR / THREADS)     (64-bit arithmetic; 0 work -> no launch)
+// One thread owns one 16-byte vector of one (row, head) of every input state: VEC =
+// 16 / sizeof(IN_T) channels. The flat vector index blockIdx.x * THREADS + threadIdx.x runs
+// over [rows][heads][VPR], so any head_dim that is a multiple of VEC works (8 or 24 for fp32,
+// 96 or 192 for bf16, ... no upper limit) and a warp may straddle row-heads.
+//
+// Per thread: the states are taken MERGE_UNROLL (8) at a time; for each group the 8 LSE
+// loads are issued together (same address across the threads of a row-head: one broadcast
+// transaction), then the up-to-8 16-byte o loads of that group are all in flight at once,
+// predicated off for empty states (non-finite LSE: their o is never read) and for states
+// whose weight underflows to 0. The group is folded into a running (max, sum, acc) in fp32
+// (online softmax in base 2), so any num_states up to 64 works with no shared memory.
+//
+// Output: VEC channels of OUT_T — one 16-byte store when sizeof(OUT_T) == sizeof(IN_T), two
+// when a 16-bit input is written as fp32, one 8-byte store for fp32 input written as 16-bit.
+// In place (out == o[0], same strides, OUT_T == IN_T): each thread reads every input it uses
+// before it writes, and no other thread reads those bytes, so it is safe. lse_out must not
+// alias any lse[n] (the threads of one row-head read lse after another may have written).
+#pragma once
+
+namespace dcpattn {
+namespace merge_detail {
+
+struct u32x4 { unsigned x, y, z, w; };
+
+// 16-byte load that does not allocate in L1 (every o byte is read once), predicated in the
+// instruction itself so that the loads of a group stay in one basic block and ptxas keeps
+// them all in flight; returns zeros when pred is false (the memory is then not touched).
+__device__ __forceinline__ u32x4 ld_stream16_if(const void *ptr, bool pred) {
+    u32x4 r;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.b32 p, %5, 0;\n\t"
+        "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
+        "@p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(ptr), "r"((int)pred));
+    return r;
+}
+__device__ __forceinline__ float ld_f32(const float *ptr) {
+    float r;
+    asm volatile("ld.global.f32 %0, [%1];" : "=f"(r) : "l"(ptr));
+    return r;
+}
+__device__ __forceinline__ void st16(void *ptr, unsigned a, unsigned b, unsigned c, unsigned d) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(a), "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
+__device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(ptr), "r"(a), "r"(b) : "memory");
+}
+
+// 16 bytes of IN_T -> VEC floats.
+template <class T> struct vec_traits;
+template <> struct vec_traits<float> {
+    static constexpr int VEC = 4;
+    __device__ __forceinline__ static void unpack(const u32x4 &r, float *f) {
+        f[0] = __uint_as_float(r.x);
+        f[1] = __uint_as_float(r.y);
+        f[2] = __uint_as_float(r.z);
+        f[3] = __uint_as_float(r.w);
+    }
+};
+template <class H> struct vec_traits_16 {
+    static constexpr int VEC = 8;
+    __device__ __forceinline__ static void unpack(const u32x4 &r, float *f) {
+        const H tag = {};
+        f[0] = lo_float(tag, r.x); f[1] = hi_float(tag, r.x);
+        f[2] = lo_float(tag, r.y); f[3] = hi_float(tag, r.y);
+        f[4] = lo_float(tag, r.z); f[5] = hi_float(tag, r.z);
+        f[6] = lo_float(tag, r.w); f[7] = hi_float(tag, r.w);
+    }
+};
+template <> struct vec_traits<bf16> : vec_traits_16<bf16> {};
+template <> struct vec_traits<fp16> : vec_traits_16<fp16> {};
+
+// Store VEC floats as OUT_T at ptr (aligned to VEC * sizeof(OUT_T) bytes).
+template <class OUT_T, int VEC> struct storer;
+template <> struct storer<float, 4> {
+    __device__ __forceinline__ static void store(void *p, const float *f) {
+        st16(p, __float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    }
+};
+template <> struct storer<float, 8> {
+    __device__ __forceinline__ static void store(void *p, const float *f) {
+        st16(p, __float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+        st16((char *)p + 16, __float_as_uint(f[4]), __float_as_uint(f[5]), __float_as_uint(f[6]),
+             __float_as_uint(f[7]));
+    }
+};
+template <class H> struct storer16_4 {
+    __device__ __forceinline__ static void store(void *p, const float *f) {
+        st8(p, pack2<H>(f[0], f[1]), pack2<H>(f[2], f[3]));
+    }
+};
+template <class H> struct storer16_8 {
+    __device__ __forceinline__ static void store(void *p, const float *f) {
+        st16(p, pack2<H>(f[0], f[1]), pack2<H>(f[2], f[3]), pack2<H>(f[4], f[5]), pack2<H>(f[6], f[7]));
+    }
+};
+template <> struct storer<bf16, 4> : storer16_4<bf16> {};
+template <> struct storer<bf16, 8> : storer16_8<bf16> {};
+template <> struct storer<fp16, 4> : storer16_4<fp16> {};
+template <> struct storer<fp16, 8> : storer16_8<fp16> {};
+
+}  // namespace merge_detail
+
+// See the contract at the top of this file. UNROLL: states whose loads are in flight together.
+template <class IN_T, class OUT_T, int THREADS, int UNROLL = 8>
+__device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
+    using namespace merge_detail;
+    constexpr int VEC = vec_traits<IN_T>::VEC;
+    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
+
+    const unsigned vpr = (unsigned)p.head_dim / VEC;
+    const unsigned heads = (unsigned)p.heads;
+    const unsigned long long gi = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;
+
+    // (row, head, vector) from the flat index; 32-bit division whenever it fits.
+    unsigned t, h, v;
+    if ((((unsigned long long)blockIdx.x * THREADS + THREADS) >> 32) == 0) {
+        const unsigned g = (unsigned)gi;
+        const unsigned rh = g / vpr;
+        v = g - rh * vpr;
+        t = rh / heads;
+        h = rh - t * heads;
+    } else {
+        const unsigned long long rh = gi / vpr;
+        v = (unsigned)(gi - rh * vpr);
+        const unsigned long long tt = rh / heads;
+        h = (unsigned)(rh - tt * heads);
+        if (tt >= (unsigned long long)p.rows) return;
+        t = (unsigned)tt;
+    }
+    if (t >= (unsigned)p.rows) return;
+    if (p.rows_limit != nullptr && (int)t >= *p.rows_limit) return;
+
+    const long long lse_off = (long long)t * p.lse_st + (long long)h * p.lse_sh;
+    const long long o_off = (long long)t * p.o_st + (long long)h * p.o_sh + (long long)v * VEC;
+    // Exponents are taken in base 2: x_n = lse_n * sc.
+    const float sc = p.lse_base2_in ? 1.0f : kLog2e;
+    const int n = p.n;
+
+    float m = neg_inf();  // running max of the raw (input-base) LSE over non-empty states
+    float s = 0.0f;       // running sum of 2^((lse - m) * sc)
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+
+    for (int c = 0; c < n; c += UNROLL) {
+        float l[UNROLL];
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) {
+            l[i] = neg_inf();
+            if (c + i < n) {
+                const float x = ld_f32(p.lse[c + i] + lse_off);
+                if (is_finite(x)) l[i] = x;
+            }
+        }
+        float cm = m;
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) cm = fmaxf(cm, l[i]);
+        if (!is_finite(cm)) continue;  // nothing non-empty yet (cm is -inf)
+
+        float w[UNROLL];
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) w[i] = fast_exp2((l[i] - cm) * sc);  // empty: 2^-inf = 0
+
+        u32x4 r[UNROLL];
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) {
+            r[i] = ld_stream16_if(static_cast<const IN_T *>(p.o[c + i]) + o_off, w[i] != 0.0f);
+        }
+
+        const float alpha = fast_exp2((m - cm) * sc);  // m = -inf on the first group: 0
+        m = cm;
+        float ws = 0.0f;
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) ws += w[i];
+        s = fmaf(s, alpha, ws);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] *= alpha;
+#pragma unroll
+        for (int i = 0; i < UNROLL; ++i) {
+            float f[VEC];
+            vec_traits<IN_T>::unpack(r[i], f);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] = fmaf(w[i], f[j], acc[j]);
+        }
+    }
+
+    float lse_out;
+    if (is_finite(m)) {
+        const float inv = 1.0f / s;  // s >= 1: the max state has weight 1
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] *= inv;
+        // M + log(sum) in the input base, then converted to the output base.
+        const float lg = fast_log2(s);
+        lse_out = p.lse_base2_in ? m + lg : fmaf(lg, kLn2, m);
+        if (p.lse_base2_in != p.lse_base2_out) lse_out *= p.lse_base2_in ? kLn2 : kLog2e;
+    } else {
+        lse_out = neg_inf();  // all empty: acc stays exactly 0
+    }
+
+    OUT_T *out = static_cast<OUT_T *>(p.out) + ((long long)t * p.out_st + (long long)h * p.out_sh +
+                                                 (long long)v * VEC);
+    storer<OUT_T, VEC>::store(out, acc);
+    if (p.lse_out != nullptr && v == 0)
+        p.lse_out[(long long)t * p.lse_out_st + (long long)h * p.lse_out_sh] = lse_out;
+}
+
+}  // namespace dcpattn

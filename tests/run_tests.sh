@@ -1,0 +1,44 @@
+#!/bin/sh
+# run_tests.sh BUILD — runs every test program, sums their "N passed, N failed" lines and
+# ends with the total in the same form. GPU programs say so themselves when no GPU is found.
+build=${1:-build}
+lua=${LUA:-lua5.4}
+total_pass=0
+total_fail=0
+status=0
+run() {
+    name=$1
+    shift
+    out=$("$@" 2>&1)
+    rc=$?
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        printf '%s\n' "$out" | tail -n 20
+        echo "  $name: no summary line (exit $rc)"
+        total_fail=$((total_fail + 1))
+        status=1
+        return
+    fi
+    p=${line%% passed*}
+    f=${line#*passed, }
+    f=${f%% failed*}
+    if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+        printf '%s\n' "$out" | grep -vE '^[0-9]+ passed, [0-9]+ failed$' | tail -n 40
+        status=1
+        [ "$f" -eq 0 ] && f=1
+    fi
+    note=$(printf '%s\n' "$out" | grep -m1 -i 'no gpu' || true)
+    printf '  %-24s %s%s\n' "$name" "$line" "${note:+  ($note)}"
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+echo "tests:"
+run generator "$lua" tests/test_gen.lua
+run header-c "$build/test_header_c"
+run header-c++ "$build/test_header_cpp"
+run cpu-reference "$build/test_cpu"
+run validation "$build/test_validate"
+run cache "$build/test_cache"
+run gpu "$build/test_gpu"
+echo "$total_pass passed, $total_fail failed"
+exit $status
