@@ -1,0 +1,254 @@
+/* test_cache — the kernel cache and JIT path on the CPU (compile-only contexts, NVRTC):
+   cold compile and warm hit, corrupt entries (truncated, empty, bit-flipped), unwritable
+   and missing directories, the ':' list, memory-only, injected write failure, NO_JIT,
+   eight processes racing on one key, a process killed mid-compile, a template edit
+   changing the key, and generator errors surfacing as a status. */
+#define DCPATTN_IMPLEMENTATION
+#include "dcpattn.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "check.h"
+
+static const char *VARIANT = "merge_fp32_fp32";
+static int warnings;
+static char last_source[32];
+
+static void on_log(void *user, int level, const char *msg) {
+    (void)user;
+    (void)msg;
+    if (level == DCPATTN_LOG_WARN)
+        warnings++;
+}
+static void on_progress(void *user, const dcpattn_compile_info *i) {
+    (void)user;
+    snprintf(last_source, sizeof last_source, "%s", i->source);
+}
+
+/* compile VARIANT in a fresh compile-only context with the given cache env; returns status */
+static dcpattn_status compile_with(const char *cache_env, const char *data_dir) {
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    dcpattn_status s;
+    const char *names[1];
+    names[0] = VARIANT;
+    if (cache_env)
+        setenv("DCPATTN_CACHE_DIR", cache_env, 1);
+    else
+        unsetenv("DCPATTN_CACHE_DIR");
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    cd.aot_dir = "";
+    cd.data_dir = data_dir;
+    cd.log = on_log;
+    cd.log_level = DCPATTN_LOG_WARN;
+    last_source[0] = 0;
+    s = dcpattn_context_create(&cd, &ctx);
+    if (s)
+        return s;
+    s = dcpattn_precompile(ctx, names, 1, on_progress, NULL);
+    dcpattn_context_destroy(ctx);
+    return s;
+}
+
+/* counts files in dir whose name contains `part`; stores the first match's path */
+static int count_files(const char *dir, const char *part, char *first, size_t n) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int c = 0;
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, part)) {
+            if (c++ == 0 && first)
+                snprintf(first, n, "%s/%s", dir, e->d_name);
+        }
+    closedir(d);
+    return c;
+}
+
+static void mutate(const char *path, int how) {
+    FILE *f;
+    long size;
+    if (how == 0) { /* truncate to half */
+        struct stat st;
+        stat(path, &st);
+        if (truncate(path, st.st_size / 2)) perror("truncate");
+        return;
+    }
+    if (how == 1) { /* empty */
+        f = fopen(path, "wb");
+        if (f) fclose(f);
+        return;
+    }
+    f = fopen(path, "r+b"); /* flip one bit in the middle of the payload */
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    {
+        int c = fgetc(f);
+        fseek(f, size / 2, SEEK_SET);
+        fputc(c ^ 0x10, f);
+    }
+    fclose(f);
+}
+
+int main(void) {
+    char tmpl[] = "/tmp/dcpattn-cache-XXXXXX", dir[600], dir2[600], entry[1200], env[1400];
+    const char *root = DCPATTN_DATA_DIR;
+    int how, i;
+    if (!mkdtemp(tmpl)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(dir, sizeof dir, "%s/a", tmpl);
+    snprintf(dir2, sizeof dir2, "%s/b/nested", tmpl);
+
+    /* cold, then warm */
+    CHECK(compile_with(dir, root) == DCPATTN_STATUS_SUCCESS, "cold compile: %s", dcpattn_last_error());
+    CHECK(!strcmp(last_source, "nvrtc"), "cold compile came from %s", last_source);
+    CHECK(count_files(dir, ".cubin", entry, sizeof entry) == 1, "one entry after a cold compile");
+    CHECK(compile_with(dir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "cache"),
+          "warm load came from %s", last_source);
+
+    /* truncated, empty and bit-flipped entries: one warning, recompiled, valid again */
+    for (how = 0; how < 3; how++) {
+        static const char *what[] = {"truncated", "empty", "bit-flipped"};
+        mutate(entry, how);
+        warnings = 0;
+        CHECK(compile_with(dir, root) == DCPATTN_STATUS_SUCCESS, "%s entry: %s", what[how], dcpattn_last_error());
+        CHECK(!strcmp(last_source, "nvrtc"), "%s entry was loaded (source %s)", what[how], last_source);
+        CHECK(warnings == 1, "%s entry gave %d warnings", what[how], warnings);
+        CHECK(compile_with(dir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "cache"),
+              "%s entry not republished (source %s)", what[how], last_source);
+    }
+
+    /* unwritable first dir falls through the ':' list to a missing one that is created */
+    snprintf(env, sizeof env, "/proc/dcpattn-no-such-dir:%s", dir2);
+    warnings = 0;
+    CHECK(compile_with(env, root) == DCPATTN_STATUS_SUCCESS, "list fallback: %s", dcpattn_last_error());
+    CHECK(count_files(dir2, ".cubin", NULL, 0) == 1, "entry published in the second directory");
+    CHECK(warnings == 0, "list fallback warned %d times", warnings);
+
+    /* nothing writable: memory only, one warning, success */
+    warnings = 0;
+    CHECK(compile_with("/proc/dcpattn-no-such-dir", root) == DCPATTN_STATUS_SUCCESS, "unwritable dir: %s",
+          dcpattn_last_error());
+    CHECK(warnings == 1, "unwritable dir warned %d times", warnings);
+    if (geteuid() != 0) { /* root writes through mode bits; /proc covers that case above */
+        char ro[700];
+        snprintf(ro, sizeof ro, "%s/ro", tmpl);
+        mkdir(ro, 0555);
+        warnings = 0;
+        CHECK(compile_with(ro, root) == DCPATTN_STATUS_SUCCESS && warnings == 1, "read-only dir: %s",
+              dcpattn_last_error());
+        CHECK(count_files(ro, "", NULL, 0) == 2, "read-only dir was written"); /* . and .. */
+    }
+    warnings = 0;
+    CHECK(compile_with("", root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "nvrtc"),
+          "empty DCPATTN_CACHE_DIR: %s", dcpattn_last_error());
+    CHECK(warnings == 1, "memory-only warned %d times", warnings);
+
+    /* disk full while publishing (injected): runs from memory, leaves nothing behind */
+    {
+        char full[700];
+        snprintf(full, sizeof full, "%s/full", tmpl);
+        setenv("DCPATTN_TEST_FAIL_WRITE", "1", 1);
+        warnings = 0;
+        CHECK(compile_with(full, root) == DCPATTN_STATUS_SUCCESS, "write failure: %s", dcpattn_last_error());
+        CHECK(warnings == 1, "write failure warned %d times", warnings);
+        CHECK(count_files(full, ".cubin", NULL, 0) == 0 && count_files(full, ".tmp", NULL, 0) == 0,
+              "a failed publish left files behind");
+        unsetenv("DCPATTN_TEST_FAIL_WRITE");
+    }
+
+    /* NO_JIT and a miss: a clear status naming the variant */
+    {
+        char empty[700];
+        snprintf(empty, sizeof empty, "%s/empty", tmpl);
+        setenv("DCPATTN_NO_JIT", "1", 1);
+        CHECK(compile_with(empty, root) == DCPATTN_STATUS_NOT_COMPILED && strstr(dcpattn_last_error(), VARIANT),
+              "NO_JIT miss: %s", dcpattn_last_error());
+        CHECK(compile_with(dir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "cache"),
+              "NO_JIT hit: %s", dcpattn_last_error());
+        unsetenv("DCPATTN_NO_JIT");
+    }
+
+    /* eight processes cold-compile one key at once: one entry, no temp file, all succeed */
+    {
+        char race[700];
+        int ok = 1;
+        snprintf(race, sizeof race, "%s/race", tmpl);
+        for (i = 0; i < 8; i++)
+            if (fork() == 0)
+                _exit(compile_with(race, root) == DCPATTN_STATUS_SUCCESS ? 0 : 1);
+        for (i = 0; i < 8; i++) {
+            int st = 0;
+            wait(&st);
+            ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        }
+        CHECK(ok, "a racing process failed");
+        CHECK(count_files(race, ".cubin", NULL, 0) == 1 && count_files(race, ".tmp", NULL, 0) == 0,
+              "racing processes left %d entries and %d temp files", count_files(race, ".cubin", NULL, 0),
+              count_files(race, ".tmp", NULL, 0));
+    }
+
+    /* a process killed mid-compile leaves no lock that blocks and no entry that loads */
+    {
+        char killed[700];
+        pid_t pid;
+        snprintf(killed, sizeof killed, "%s/killed", tmpl);
+        pid = fork();
+        if (pid == 0)
+            _exit(compile_with(killed, root) ? 1 : 0);
+        usleep(30000);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        CHECK(compile_with(killed, root) == DCPATTN_STATUS_SUCCESS, "after a killed compile: %s",
+              dcpattn_last_error());
+        CHECK(count_files(killed, ".cubin", NULL, 0) == 1, "no entry after the killed compile");
+    }
+
+    /* a template edited without a version change gets a new key */
+    {
+        char copy[700], cmd[2400], path[800];
+        FILE *f;
+        snprintf(copy, sizeof copy, "%s/data", tmpl);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/gen' '%s/templates' '%s/'", copy, root, root, copy);
+        CHECK(system(cmd) == 0, "copying the data dir");
+        snprintf(path, sizeof path, "%s/templates/merge.cuh", copy);
+        f = fopen(path, "a");
+        if (f) {
+            fputs("// an edit\n", f);
+            fclose(f);
+        }
+        CHECK(compile_with(dir, copy) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "nvrtc"),
+              "edited template was served from %s", last_source);
+        CHECK(count_files(dir, ".cubin", NULL, 0) == 2, "edited template shares a key");
+    }
+
+    /* a spec the generator cannot build: its file:line: error: text as a status */
+    {
+        dcpattn_context *ctx;
+        dcpattn_context_desc cd;
+        const char *bad[] = {"gqa_bf16_d100_g8_m16"};
+        memset(&cd, 0, sizeof cd);
+        cd.compile_only = 1;
+        setenv("DCPATTN_CACHE_DIR", dir, 1);
+        CHECK(dcpattn_context_create(&cd, &ctx) == DCPATTN_STATUS_SUCCESS, "context: %s", dcpattn_last_error());
+        CHECK(dcpattn_precompile(ctx, bad, 1, NULL, NULL) == DCPATTN_STATUS_GENERATOR &&
+                  strstr(dcpattn_last_error(), ": error: ") && strstr(dcpattn_last_error(), "100"),
+              "bad spec: %s", dcpattn_last_error());
+        CHECK(dcpattn_variant_loaded(ctx, VARIANT) == 0, "variant_loaded before any load");
+        dcpattn_context_destroy(ctx);
+    }
+    {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", tmpl, tmpl);
+        if (system(cmd)) fprintf(stderr, "cleanup of %s failed\n", tmpl);
+    }
+    return check_summary();
+}
