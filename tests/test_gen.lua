@@ -405,7 +405,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
         check(meta.smem == 2 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
     end
     src, meta = dcpattn.render("gqa_bf16_d256_g4_m64", { read = read, abi = ABI })
-    check(src and meta.threads == 256 and meta.kv_tile == 32 and meta.smem == 2 * 32 * 512 * 2 + 64 * 256 * 2,
+    check(src and meta.threads == 256 and meta.kv_tile == 64 and meta.smem == 2 * 64 * 512 * 2 + 64 * 256 * 2,
         "gqa d256 m64 meta")
     -- a spec table works as well as a name
     src, meta = dcpattn.render({ family = "merge", in_dtype = "bf16", out_dtype = "bf16" }, { read = read, abi = ABI })

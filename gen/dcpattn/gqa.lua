@@ -22,13 +22,16 @@ local M_TILES = {
     [64] = { threads = 256 },
 }
 
--- Head dim -> keys per pipeline stage (smaller for big heads to bound shared memory).
+-- Head dim -> keys per pipeline stage. templates/gqa.cuh needs KV_TILE % (16 * WARPS_N) == 0
+-- and reuses the K/V stages for the WARPS_N partial O tiles of its epilogue
+-- (WARPS_N * M_TILE <= STAGES * KV_TILE), so 32 fits only M_TILE = 32; 64 fits every M tile
+-- and keeps D = 256, M = 64 at 160 KiB of shared memory.
 local HEAD_DIMS = {
     [64] = { kv_tile = 64 },
     [96] = { kv_tile = 64 },
     [128] = { kv_tile = 64 },
-    [192] = { kv_tile = 32 },
-    [256] = { kv_tile = 32 },
+    [192] = { kv_tile = 64 },
+    [256] = { kv_tile = 64 },
 }
 
 local STAGES = 2      -- K/V pipeline depth
