@@ -147,12 +147,13 @@ REF_FN uint16_t ref_float_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 REF_FN float ref_fp16_to_float(uint16_t h) {
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0) v = (float)ldexp((double)m, -24);
-    else if (e == 31) v = m ? ref_bits_to_float_(0x7fc00000u) : ref_bits_to_float_(0x7f800000u);
-    else v = (float)ldexp((double)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    if (e == 0) { /* subnormal: m * 2^-24, exact in float */
+        float v = (float)m * 5.9604644775390625e-08f;
+        return (h & 0x8000) ? -v : v;
+    }
+    if (e == 31) return ref_bits_to_float_(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
+    return ref_bits_to_float_(sign | ((e + 112u) << 23) | (m << 13));
 }
 REF_FN uint16_t ref_float_to_fp16(float f) {
     uint32_t x = ref_float_bits_(f), ax = x & 0x7fffffffu, e;
@@ -274,22 +275,23 @@ REF_FN int ref_norm_(const ref_attn_params *p, ref_norm_params_ *n) {
     return 0;
 }
 
-/* One (query row, head): softmax over the first `limit` keys of kv. s is scratch[limit]. */
+/* One (query row, head): softmax over the first `limit` keys of kv. s: scratch[limit + dqk]. */
 REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, const uint16_t *qrow,
                           const ref_kv_view_ *kv, const ref_kv_view_ *vv, int kvh, int64_t limit,
                           double *s, double *o, double *lse) {
     int64_t j;
     int d;
-    double m = -INFINITY, sum = 0;
+    double m = -INFINITY, sum = 0, *qd = s + (limit > 0 ? limit : 0);
     for (d = 0; d < n->dv; d++) o[d] = 0;
     if (limit <= 0) {
         if (lse) *lse = -INFINITY;
         return;
     }
+    for (d = 0; d < n->dqk; d++) qd[d] = ref_h2d(qrow[d], n->dtype);
     for (j = 0; j < limit; j++) {
         const uint16_t *k = ref_kv_at_(kv, j, kvh);
         double dot = 0;
-        for (d = 0; d < n->dqk; d++) dot += ref_h2d(qrow[d], n->dtype) * ref_h2d(k[d], n->dtype);
+        for (d = 0; d < n->dqk; d++) dot += qd[d] * ref_h2d(k[d], n->dtype);
         s[j] = dot * n->scale;
         if (s[j] > m) m = s[j];
     }
@@ -355,7 +357,7 @@ REF_FN int ref_attn(const ref_attn_params *p, const ref_attn_inputs *in, double 
     vv.sh = in->v_stride_h ? in->v_stride_h : n.dv;
     vv.st = in->v_stride_t ? in->v_stride_t : n.hkv * vv.sh;
     vv.sp = in->v_stride_page ? in->v_stride_page : p->page_size * vv.st;
-    s = (double *)malloc(sizeof(double) * (size_t)(max_used > 0 ? max_used : 1));
+    s = (double *)malloc(sizeof(double) * (size_t)(max_used + n.dqk));
     if (!s) return ref_fail_("ref: out of memory");
     group = n.hq / n.hkv;
     for (b = 0; b < in->batch; b++) {
@@ -396,7 +398,7 @@ REF_FN int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const 
     vv.base = v;
     vv.sh = n.dv;
     vv.st = (int64_t)n.hkv * n.dv;
-    s = (double *)malloc(sizeof(double) * (size_t)(L > 0 ? L : 1));
+    s = (double *)malloc(sizeof(double) * (size_t)(L + n.dqk));
     if (!s) return ref_fail_("ref: out of memory");
     for (i = 0; i < q_len; i++) {
         int64_t limit = p1.causal ? L - q_len + i + 1 : L;

@@ -36,7 +36,7 @@ static void test_placement(void) {
                                  (long long)ref_local_len(L, W, r, I), (long long)nloc);
                 }
                 /* local indices are dense and increasing in g; global_of_local inverts them */
-                for (g = 0; g < 301; g++) {
+                for (g = 0; g < 300; g++) {
                     int o = ref_owner(g, W, I);
                     int64_t l = ref_local_index(g, W, I);
                     if (o < 0 || o >= W) NOTE_ERR("owner(%lld) = %d", (long long)g, o);
@@ -119,10 +119,11 @@ static void test_conversions(void) {
     for (i = 0; i < 200000; i++) {
         uint32_t bits = (uint32_t)ref_rand_u64(&rng);
         float f;
-        if (i % 4 == 0) bits &= 0xffff8000u | 0x8000u; /* exact halfway points are common */
+        if (i % 4 == 0) bits = (bits & 0xffff0000u) | 0x8000u; /* bf16 halfway points */
+        if (i % 4 == 1) bits = (bits & 0xffffe000u) | 0x1000u; /* fp16 halfway points (normal range) */
         memcpy(&f, &bits, 4);
         if (isnan(f) || isinf(f)) continue;
-        if (!nearest_ok(f, ref_float_to_bf16(f), ref_bf16_to_float)) errs_rb++;
+        if (fabsf(f) < 3.38e38f && !nearest_ok(f, ref_float_to_bf16(f), ref_bf16_to_float)) errs_rb++;
         if (fabsf(f) < 65504.f && !nearest_ok(f, ref_float_to_fp16(f), ref_fp16_to_float)) errs_rh++;
     }
     CHECK(errs_rb == 0, "float -> bf16 nearest-even: %d errors", errs_rb);
@@ -410,7 +411,7 @@ static void test_attn_small(void) {
     CHECK(fabs(o[5] - (5 * e0 + e1) / (e0 + e1)) < 1e-14 &&
               fabs(o[16 + 5] - (5 * e0 + e1 - e2) / (e0 + e1 + e2)) < 1e-14,
           "small out");
-    /* q_len 3 over L = 1 is not a real decode, but rows before the first key are empty */
+    /* q_len 2 over L = 1 is not a real decode, but rows before the first key are empty */
     CHECK(ref_attn_dense(&p, 2, 1, q, k, v, o, l) == 0 && l[0] == -INFINITY && o[3] == 0 &&
               fabs(l[1] - 1) < 1e-15,
           "row that sees nothing: out 0, lse -inf");
@@ -541,7 +542,7 @@ static void test_merge(void) {
         double a[D], b[D], la[1] = {-1e30}, lb[1] = {0}, r[D], lr[1];
         const void *o2[2], *l2[2];
         ref_merge_args m2;
-        for (i = 0; i < D; i++) a[i] = NAN == NAN ? 0 : 1e300, a[i] = i, b[i] = -i;
+        for (i = 0; i < D; i++) a[i] = i, b[i] = -i;
         memset(&m2, 0, sizeof m2);
         m2.num_states = 2;
         m2.rows = m2.heads = 1;
