@@ -5,15 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/dcpattn-out}
 mkdir -p "$OUT"
-if ! command -v lua5.4 >/dev/null 2>&1; then
-    mkdir -p /tmp/dcpattn-lua
-    for f in .deb/*.deb; do dpkg -x "$f" /tmp/dcpattn-lua; done
-    L=/tmp/dcpattn-lua/usr
-    export PATH="$L/bin:$PATH"
-    export CPATH="$L/include/lua5.4:${CPATH:-}"
-    export LIBRARY_PATH="$L/lib/x86_64-linux-gnu:${LIBRARY_PATH:-}"
-    export LD_LIBRARY_PATH="$L/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-fi
+. tests/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 steps=${*:-test demo}
 rc=0

@@ -1,0 +1,11 @@
+# gpu_env.sh — source it on the GPU machine: Lua 5.4 from the carried .deb/ folder (that
+# machine has no package registry), unpacked into /tmp, never into /.
+if ! command -v lua5.4 >/dev/null 2>&1; then
+    mkdir -p /tmp/dcpattn-lua
+    for f in .deb/*.deb; do dpkg -x "$f" /tmp/dcpattn-lua; done
+    L=/tmp/dcpattn-lua/usr
+    export PATH="$L/bin:$PATH"
+    export CPATH="$L/include/lua5.4:${CPATH:-}"
+    export LIBRARY_PATH="$L/lib/x86_64-linux-gnu:${LIBRARY_PATH:-}"
+    export LD_LIBRARY_PATH="$L/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
