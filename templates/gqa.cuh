@@ -48,7 +48,8 @@ struct GqaTraits {
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;
     static constexpr int SMEM_V = SMEM_K + STAGES * TILE_BYTES;
     static constexpr int SMEM_BYTES = SMEM_V + STAGES * TILE_BYTES;
-    static constexpr int KV_LOADS = (KV_TILE * CHUNKS + THREADS - 1) / THREADS;  // per thread per tensor
+    static constexpr int WROWS = 32 / CHUNKS;  // token rows one warp copies per pass
+    static constexpr int KV_LOADS = (KV_TILE + WARPS * WROWS - 1) / (WARPS * WROWS);  // passes per tile
     static constexpr int Q_LOADS = (M_TILE * CHUNKS + THREADS - 1) / THREADS;
     static constexpr bool Q_IN_REGS = D <= 128;
 
@@ -57,6 +58,7 @@ struct GqaTraits {
     static_assert(M_TILE % 16 == 0 && THREADS % 32 == 0 && WARPS % WARPS_M == 0, "warps");
     static_assert(KV_TILE % (16 * WARPS_N) == 0, "KV tile must give each warp 16k keys");
     static_assert(STAGES >= 2, "stages");
+    static_assert(WROWS >= 1 && KV_LOADS * WROWS <= 32, "one lookup lane per token of a warp");
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
@@ -191,49 +193,58 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     }
 
     // ---- K/V tile gather ----
+    // Each warp copies WROWS whole token rows per pass (lane -> 16-byte chunk lane % CHUNKS
+    // of token lane / CHUNKS; lanes past WROWS*CHUNKS idle), KV_LOADS passes per tile. One
+    // lane per token of the warp looks the token up in the page table one tile ahead and
+    // the copying lanes fetch its page and slot with a shuffle.
+    constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS;
     const int *bt = p.block_table + (long long)b * p.bt_stride;
     const int ps = p.page_size;
     const bool ps_pow2 = (ps & (ps - 1)) == 0;
     const int ps_shift = __ffs(ps) - 1;
-    const char *kb = static_cast<const char *>(p.k) + (long long)kvh * p.k_sh * 2;
-    const char *vb = static_cast<const char *>(p.v) + (long long)kvh * p.v_sh * 2;
+    const int ld_sub = lane / CHUNKS, ld_c = lane % CHUNKS;
+    const bool ld_lane = ld_sub < WROWS;
+    const char *kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * 8) * 2;
+    const char *vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * 8) * 2;
+    // the token this lane looks up: pass lane / WROWS, row lane % WROWS
+    const int lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp * WROWS + lane % WROWS;
+    const bool lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
 
-    auto tile_token = [&](int j) { return (tid + j * THREADS) / CHUNKS; };
-    auto slot_valid = [&](int j) {
-        return !(Tr::KV_LOADS * THREADS > KV_TILE * CHUNKS) || tid + j * THREADS < KV_TILE * CHUNKS;
-    };
-    // Page of each of this thread's tokens of the tile starting at ts (0 past the end).
-    auto fetch_pages = [&](int ts, int (&pg)[Tr::KV_LOADS]) {
-#pragma unroll
-        for (int j = 0; j < Tr::KV_LOADS; ++j) {
-            const int l = ts + tile_token(j);
-            pg[j] = 0;
-            if (slot_valid(j) && l < cta_hi) pg[j] = ldg_i32(bt + (ps_pow2 ? (l >> ps_shift) : (l / ps)));
+    // page (-1: past the end, zero fill) and slot of this lane's lookup token of tile ts
+    auto fetch_page = [&](int ts, int &pg, int &slot) {
+        const int l = ts + lk_tok;
+        pg = -1;
+        slot = 0;
+        if (lk_lane && l < cta_hi) {
+            const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
+            pg = ldg_i32(bt + pi);
+            slot = l - pi * ps;
         }
     };
-    auto issue_tile = [&](int ts, int stage, const int (&pg)[Tr::KV_LOADS]) {
+    auto issue_tile = [&](int stage, int pg, int slot) {
 #pragma unroll
-        for (int j = 0; j < Tr::KV_LOADS; ++j) {
-            if (!slot_valid(j)) break;
-            const int idx = tid + j * THREADS, tk = idx / CHUNKS, c = idx % CHUNKS;
-            const int l = ts + tk;
-            const bool ok = l < cta_hi;
-            const int slot = ok ? (ps_pow2 ? (l & (ps - 1)) : (l % ps)) : 0;
-            const long long koff = ((long long)pg[j] * p.k_sp + (long long)slot * p.k_st + c * 8) * 2;
-            const long long voff = ((long long)pg[j] * p.v_sp + (long long)slot * p.v_st + c * 8) * 2;
-            const unsigned so = stage * Tr::TILE_BYTES + tk * ROW_BYTES + ((c ^ chunk_xor<CHUNKS>(tk)) << 4);
+        for (int j = 0; j < KV_LOADS; ++j) {
+            const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
+            const int jpg = __shfl_sync(0xffffffffu, pg, src);
+            const int jsl = __shfl_sync(0xffffffffu, slot, src);
+            const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
+            if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
+            const bool ok = jpg >= 0;
+            const long long koff = ((long long)jpg * p.k_sp + (long long)jsl * p.k_st) * 2;
+            const long long voff = ((long long)jpg * p.v_sp + (long long)jsl * p.v_st) * 2;
+            const unsigned so = stage * Tr::TILE_BYTES + tk * ROW_BYTES + ((ld_c ^ chunk_xor<CHUNKS>(tk)) << 4);
             cp_async16(sK + so, ok ? kb + koff : kb, ok ? 16 : 0);
             cp_async16(sV + so, ok ? vb + voff : vb, ok ? 16 : 0);
         }
     };
 
-    int pg[Tr::KV_LOADS];
-    fetch_pages(kv_begin, pg);
+    int pg, pslot;
+    fetch_page(kv_begin, pg, pslot);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        issue_tile(kv_begin + s * KV_TILE, s, pg);
+        issue_tile(s, pg, pslot);
         cp_async_commit();
-        fetch_pages(kv_begin + (s + 1) * KV_TILE, pg);
+        fetch_page(kv_begin + (s + 1) * KV_TILE, pg, pslot);
     }
 
     // ---- per-thread rows and state ----
@@ -257,13 +268,25 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
     const int v_hi = lane >> 4;
 
+    // chunk_xor touches only the low bits of the chunk index, so the swizzled address of
+    // chunk pair kk is a per-lane base for kk % XP plus a constant: XP registers per operand.
+    constexpr int XP = CHUNKS % 8 == 0 ? 4 : 2;
+    unsigned qa[XP], ka[XP], va[XP];
+#pragma unroll
+    for (int j = 0; j < XP; ++j) {
+        qa[j] = q_row + (((2 * j + q_hi) ^ fx) << 4);
+        ka[j] = k_row + (((2 * j + k_hi) ^ fx) << 4);
+        va[j] = v_row + (((2 * j + v_hi) ^ fx) << 4);
+    }
+    auto swz = [](const unsigned (&base)[XP], int kk) { return base[kk % XP] + (kk / XP) * XP * 32; };
+
     constexpr int QREGS = Tr::Q_IN_REGS ? D / 16 : 1;
     unsigned qf[QREGS][4];
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
     if constexpr (Tr::Q_IN_REGS) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(q_row + (((2 * kk + q_hi) ^ fx) << 4), qf[kk]);
+        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz(qa, kk), qf[kk]);
     }
 
     for (int t = 0; t < n_tiles; ++t) {
@@ -271,9 +294,9 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
         {
             const int tn = t + STAGES - 1;
-            issue_tile(kv_begin + tn * KV_TILE, tn % STAGES, pg);
+            issue_tile(tn % STAGES, pg, pslot);
             cp_async_commit();
-            fetch_pages(kv_begin + (tn + 1) * KV_TILE, pg);
+            fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
         }
         if (!warp_active) continue;
 
@@ -290,12 +313,12 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             if constexpr (Tr::Q_IN_REGS) {
                 a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
             } else {
-                ldsm_x4(q_row + (((2 * kk + q_hi) ^ fx) << 4), a);
+                ldsm_x4(swz(qa, kk), a);
             }
 #pragma unroll
             for (int nn = 0; nn < NW / 16; ++nn) {
                 unsigned kf[4];
-                ldsm_x4(k_row + stage_off + nn * 16 * ROW_BYTES + (((2 * kk + k_hi) ^ fx) << 4), kf);
+                ldsm_x4(swz(ka, kk) + stage_off + nn * 16 * ROW_BYTES, kf);
                 mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
                 mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
             }
@@ -365,7 +388,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 unsigned vf[4];
-                ldsm_x4_trans(v_row + stage_off + kk * 16 * ROW_BYTES + (((2 * dd + v_hi) ^ fx) << 4), vf);
+                ldsm_x4_trans(swz(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
                 mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
                 mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
             }

@@ -23,6 +23,13 @@
 // alias any lse[n] (the threads of one row-head read lse after another may have written).
 #pragma once
 
+#ifndef MERGE_UNROLL
+#define MERGE_UNROLL 8
+#endif
+#ifndef MERGE_ITEMS
+#define MERGE_ITEMS 2
+#endif
+
 namespace dcpattn {
 namespace merge_detail {
 
@@ -40,11 +47,6 @@ __device__ __forceinline__ u32x4 ld_stream16_if(const void *ptr, bool pred) {
         "@p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(ptr), "r"((int)pred));
-    return r;
-}
-__device__ __forceinline__ float ld_f32(const float *ptr) {
-    float r;
-    asm volatile("ld.global.f32 %0, [%1];" : "=f"(r) : "l"(ptr));
     return r;
 }
 __device__ __forceinline__ void st16(void *ptr, unsigned a, unsigned b, unsigned c, unsigned d) {
@@ -110,90 +112,96 @@ template <> struct storer<fp16, 8> : storer16_8<fp16> {};
 
 }  // namespace merge_detail
 
-// See the contract at the top of this file. UNROLL: states whose loads are in flight together.
-template <class IN_T, class OUT_T, int THREADS, int UNROLL = 8>
-__device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
-    using namespace merge_detail;
-    constexpr int VEC = vec_traits<IN_T>::VEC;
-    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
+namespace merge_detail {
 
-    const unsigned vpr = (unsigned)p.head_dim / VEC;
+__device__ __forceinline__ float ld_f32_if(const float *ptr, bool pred) {
+    float r;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.b32 p, %2, 0;\n\t"
+        "mov.b32 %0, 0xff800000;\n\t"
+        "@p ld.global.f32 %0, [%1];\n\t}"
+        : "=f"(r)
+        : "l"(ptr), "r"((int)pred));
+    return r;
+}
+
+struct item {
+    long long lse_off, o_off, out_off, lse_out_off;
+    bool ok, first;  // first: this thread writes the row-head's lse_out
+};
+
+// (row, head, vector) of flat vector index gi over [rows][heads][vpr].
+__device__ __forceinline__ item decode(const dcpattn_merge_kparams &p, unsigned long long gi, unsigned vpr,
+                                       bool small, int limit, int vec) {
     const unsigned heads = (unsigned)p.heads;
-    const unsigned long long gi = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;
-
-    // (row, head, vector) from the flat index; 32-bit division whenever it fits.
-    unsigned t, h, v;
-    if ((((unsigned long long)blockIdx.x * THREADS + THREADS) >> 32) == 0) {
-        const unsigned g = (unsigned)gi;
-        const unsigned rh = g / vpr;
+    unsigned long long t, h, v;
+    if (small) {
+        const unsigned g = (unsigned)gi, rh = g / vpr, tt = rh / heads;
         v = g - rh * vpr;
-        t = rh / heads;
-        h = rh - t * heads;
+        t = tt;
+        h = rh - tt * heads;
     } else {
         const unsigned long long rh = gi / vpr;
-        v = (unsigned)(gi - rh * vpr);
-        const unsigned long long tt = rh / heads;
-        h = (unsigned)(rh - tt * heads);
-        if (tt >= (unsigned long long)p.rows) return;
-        t = (unsigned)tt;
+        v = gi - rh * vpr;
+        t = rh / heads;
+        h = rh - t * heads;
     }
-    if (t >= (unsigned)p.rows) return;
-    if (p.rows_limit != nullptr && (int)t >= *p.rows_limit) return;
+    item it;
+    it.ok = t < (unsigned long long)limit;
+    it.first = v == 0;
+    const long long tl = (long long)t, hl = (long long)h, dl = (long long)v * vec;
+    it.lse_off = tl * p.lse_st + hl * p.lse_sh;
+    it.o_off = tl * p.o_st + hl * p.o_sh + dl;
+    it.out_off = tl * p.out_st + hl * p.out_sh + dl;
+    it.lse_out_off = tl * p.lse_out_st + hl * p.lse_out_sh;
+    return it;
+}
 
-    const long long lse_off = (long long)t * p.lse_st + (long long)h * p.lse_sh;
-    const long long o_off = (long long)t * p.o_st + (long long)h * p.o_sh + (long long)v * VEC;
-    // Exponents are taken in base 2: x_n = lse_n * sc.
-    const float sc = p.lse_base2_in ? 1.0f : kLog2e;
-    const int n = p.n;
-
-    float m = neg_inf();  // running max of the raw (input-base) LSE over non-empty states
-    float s = 0.0f;       // running sum of 2^((lse - m) * sc)
-    float acc[VEC];
+// LSE of states c .. c+U-1 (non-finite and absent -> -inf); issued together, no branch.
+template <int U>
+__device__ __forceinline__ void load_lse(const dcpattn_merge_kparams &p, const item &it, int c, float *l) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
-
-    for (int c = 0; c < n; c += UNROLL) {
-        float l[UNROLL];
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) {
-            l[i] = neg_inf();
-            if (c + i < n) {
-                const float x = ld_f32(p.lse[c + i] + lse_off);
-                if (is_finite(x)) l[i] = x;
-            }
-        }
-        float cm = m;
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) cm = fmaxf(cm, l[i]);
-        if (!is_finite(cm)) continue;  // nothing non-empty yet (cm is -inf)
-
-        float w[UNROLL];
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) w[i] = fast_exp2((l[i] - cm) * sc);  // empty: 2^-inf = 0
-
-        u32x4 r[UNROLL];
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) {
-            r[i] = ld_stream16_if(static_cast<const IN_T *>(p.o[c + i]) + o_off, w[i] != 0.0f);
-        }
-
-        const float alpha = fast_exp2((m - cm) * sc);  // m = -inf on the first group: 0
-        m = cm;
-        float ws = 0.0f;
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) ws += w[i];
-        s = fmaf(s, alpha, ws);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] *= alpha;
-#pragma unroll
-        for (int i = 0; i < UNROLL; ++i) {
-            float f[VEC];
-            vec_traits<IN_T>::unpack(r[i], f);
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) acc[j] = fmaf(w[i], f[j], acc[j]);
-        }
+    for (int i = 0; i < U; ++i) {
+        const float x = ld_f32_if(p.lse[c + i] + it.lse_off, it.ok && c + i < p.n);
+        l[i] = is_finite(x) ? x : neg_inf();
     }
+}
 
+// Fold states c .. c+U-1 (LSE in l) into the running (m, s, acc).
+template <class IN_T, int U, int VEC>
+__device__ __forceinline__ void fold(const dcpattn_merge_kparams &p, const item &it, int c, const float *l, float sc,
+                                     float &m, float &s, float *acc) {
+    float cm = m;
+#pragma unroll
+    for (int i = 0; i < U; ++i) cm = fmaxf(cm, l[i]);
+    if (!is_finite(cm)) return;  // nothing non-empty yet (cm is -inf)
+    float w[U];
+#pragma unroll
+    for (int i = 0; i < U; ++i) w[i] = fast_exp2((l[i] - cm) * sc);  // empty: 2^-inf = 0
+    u32x4 r[U];
+#pragma unroll
+    for (int i = 0; i < U; ++i)  // empty (or negligible) states are never read
+        r[i] = ld_stream16_if(static_cast<const IN_T *>(p.o[c + i]) + it.o_off, w[i] != 0.0f);
+    const float alpha = fast_exp2((m - cm) * sc);  // m = -inf on the first group: 0
+    m = cm;
+    float ws = 0.0f;
+#pragma unroll
+    for (int i = 0; i < U; ++i) ws += w[i];
+    s = fmaf(s, alpha, ws);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] *= alpha;
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+        float f[VEC];
+        vec_traits<IN_T>::unpack(r[i], f);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] = fmaf(w[i], f[j], acc[j]);
+    }
+}
+
+template <class OUT_T, int VEC>
+__device__ __forceinline__ void finish(const dcpattn_merge_kparams &p, const item &it, float m, float s, float *acc) {
     float lse_out;
     if (is_finite(m)) {
         const float inv = 1.0f / s;  // s >= 1: the max state has weight 1
@@ -206,12 +214,63 @@ __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     } else {
         lse_out = neg_inf();  // all empty: acc stays exactly 0
     }
+    storer<OUT_T, VEC>::store(static_cast<OUT_T *>(p.out) + it.out_off, acc);
+    if (p.lse_out != nullptr && it.first) p.lse_out[it.lse_out_off] = lse_out;
+}
 
-    OUT_T *out = static_cast<OUT_T *>(p.out) + ((long long)t * p.out_st + (long long)h * p.out_sh +
-                                                 (long long)v * VEC);
-    storer<OUT_T, VEC>::store(out, acc);
-    if (p.lse_out != nullptr && v == 0)
-        p.lse_out[(long long)t * p.lse_out_st + (long long)h * p.lse_out_sh] = lse_out;
+}  // namespace merge_detail
+
+// See the contract at the top of this file. Each thread merges ITEMS vectors, THREADS apart;
+// UNROLL states have their loads in flight together. When num_states <= UNROLL the LSE loads
+// of the next vector are issued before the current vector's o loads (software pipeline).
+template <class IN_T, class OUT_T, int THREADS, int UNROLL = MERGE_UNROLL, int ITEMS = MERGE_ITEMS>
+__device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
+    using namespace merge_detail;
+    constexpr int VEC = vec_traits<IN_T>::VEC;
+    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
+    constexpr int U = UNROLL;
+
+    const unsigned vpr = (unsigned)p.head_dim / VEC;
+    const unsigned long long base = (unsigned long long)blockIdx.x * (THREADS * ITEMS);
+    const bool small = ((base + THREADS * ITEMS) >> 32) == 0;  // 32-bit index math fits
+    int limit = p.rows;
+    if (p.rows_limit != nullptr) limit = min(limit, *p.rows_limit);
+    const float sc = p.lse_base2_in ? 1.0f : kLog2e;  // exponents in base 2: x = lse * sc
+    const int n = p.n;
+
+    if (n <= U) {
+        item its[ITEMS];
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) its[k] = decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+        float lcur[U], lnxt[U];
+        load_lse<U>(p, its[0], 0, lcur);
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            if (k + 1 < ITEMS) load_lse<U>(p, its[k + 1], 0, lnxt);
+            float m = neg_inf(), s = 0.0f, acc[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+            fold<IN_T, U, VEC>(p, its[k], 0, lcur, sc, m, s, acc);
+            if (its[k].ok) finish<OUT_T, VEC>(p, its[k], m, s, acc);
+#pragma unroll
+            for (int i = 0; i < U; ++i) lcur[i] = lnxt[i];
+        }
+    } else {
+#pragma unroll 1
+        for (int k = 0; k < ITEMS; ++k) {
+            const item it = decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+            if (!it.ok) continue;
+            float m = neg_inf(), s = 0.0f, acc[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+            for (int c = 0; c < n; c += U) {
+                float l[U];
+                load_lse<U>(p, it, c, l);
+                fold<IN_T, U, VEC>(p, it, c, l, sc, m, s, acc);
+            }
+            finish<OUT_T, VEC>(p, it, m, s, acc);
+        }
+    }
 }
 
 }  // namespace dcpattn
