@@ -10,7 +10,7 @@
 --   #include <x>       left as it is.
 local M = {}
 
-local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
+local type, tostring, ipairs = type, tostring, ipairs
 local format, find, match, gsub, sub = string.format, string.find, string.match, string.gsub, string.sub
 local concat = table.concat
 local mtype = math.type
