@@ -2,10 +2,12 @@
 -- engine, the ABI text, the CLI. Needs no GPU. Run from the repository root:
 --     lua5.4 tests/test_gen.lua
 -- Ends with "N passed, N failed"; the exit status is 1 on any failure.
-local ROOT = (arg and arg[0] and arg[0]:match("^(.*)/tests/[^/]*$")) or "."
-if ROOT:sub(1, 1) ~= "/" then -- absolute, so the CLI tests can run from other directories
-    local p = io.popen("cd '" .. ROOT:gsub("'", "'\\''") .. "' && pwd")
-    ROOT = p and p:read("l") or ROOT
+-- The repository root, absolute (the CLI tests run from other directories): tests/..
+local ROOT
+do
+    local dir = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+    local p = io.popen("cd '" .. (dir .. "/.."):gsub("'", "'\\''") .. "' && pwd")
+    ROOT = p and p:read("l") or ".."
     if p then p:close() end
 end
 package.path = ROOT .. "/gen/?.lua;" .. ROOT .. "/gen/?/init.lua"
