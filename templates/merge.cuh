@@ -2,19 +2,26 @@
 //
 // LAUNCH CONTRACT (the host computes exactly this):
 //     block   = THREADS threads (256), dynamic shared memory 0, grid.y = grid.z = 1
-//     VPR     = head_dim * sizeof(IN_T) / 16           (16-byte input vectors per row-head)
-//     grid.x  = ceil(rows * heads * VPR / THREADS)     (64-bit arithmetic; 0 work -> no launch)
-// One thread owns one 16-byte vector of one (row, head) of every input state: VEC =
-// 16 / sizeof(IN_T) channels. The flat vector index blockIdx.x * THREADS + threadIdx.x runs
-// over [rows][heads][VPR], so any head_dim that is a multiple of VEC works (8 or 24 for fp32,
-// 96 or 192 for bf16, ... no upper limit) and a warp may straddle row-heads.
+//     VPR     = head_dim * sizeof(IN_T) / 16              (16-byte input vectors per row-head)
+//     grid.x  = ceil(rows * heads * VPR / (THREADS * 2))  (64-bit arithmetic; 0 work -> no launch)
+// (2 = kMergeItems below.) The flat vector index runs over [rows][heads][VPR]; block b owns
+// indices [b * THREADS * 2, (b + 1) * THREADS * 2) and thread i of it the two indices
+// b * THREADS * 2 + k * THREADS + i (k = 0, 1). One index is one 16-byte vector of one
+// (row, head) of every input state: VEC = 16 / sizeof(IN_T) channels. So any head_dim that is
+// a multiple of VEC works (8 or 24 for fp32, 96 or 192 for bf16, ... no upper limit) and a
+// warp may straddle row-heads. rows is an upper bound: rows >= *rows_limit are not touched.
 //
-// Per thread: the states are taken MERGE_UNROLL (8) at a time; for each group the 8 LSE
-// loads are issued together (same address across the threads of a row-head: one broadcast
-// transaction), then the up-to-8 16-byte o loads of that group are all in flight at once,
-// predicated off for empty states (non-finite LSE: their o is never read) and for states
-// whose weight underflows to 0. The group is folded into a running (max, sum, acc) in fp32
-// (online softmax in base 2), so any num_states up to 64 works with no shared memory.
+// Per vector: the states are taken kMergeUnroll (4) at a time; the group's LSE loads are
+// issued together (same address across the threads of a row-head: one broadcast
+// transaction), then its o loads, all in flight at once, predicated off for empty states
+// (non-finite LSE: their o is never read) and for states whose weight underflows to 0. Each
+// group is folded into a running (max, sum, acc) in fp32 (online softmax in base 2), so any
+// num_states up to 64 works with no shared memory. When num_states <= kMergeUnroll the LSE
+// loads of a thread's second vector are issued before the o loads of its first (software
+// pipeline: the LSE latency is hidden). The loads are predicated inside the instruction so a
+// group stays one basic block; merge_inst.cu's __launch_bounds__(THREADS, 4) (<= 64
+// registers) is what lets ptxas keep a group's loads in flight together (without a minimum
+// it interleaves them with the FMAs).
 //
 // Output: VEC channels of OUT_T — one 16-byte store when sizeof(OUT_T) == sizeof(IN_T), two
 // when a 16-bit input is written as fp32, one 8-byte store for fp32 input written as 16-bit.
@@ -23,14 +30,12 @@
 // alias any lse[n] (the threads of one row-head read lse after another may have written).
 #pragma once
 
-#ifndef MERGE_UNROLL
-#define MERGE_UNROLL 8
-#endif
-#ifndef MERGE_ITEMS
-#define MERGE_ITEMS 2
-#endif
-
 namespace dcpattn {
+
+// Tuned on an H200 (R1/R2 of DESIGN.md 9): 4 states per load group, 2 vectors per thread.
+// kMergeItems is part of the launch contract above.
+constexpr int kMergeUnroll = 4;
+constexpr int kMergeItems = 2;
 namespace merge_detail {
 
 struct u32x4 { unsigned x, y, z, w; };
@@ -223,7 +228,7 @@ __device__ __forceinline__ void finish(const dcpattn_merge_kparams &p, const ite
 // See the contract at the top of this file. Each thread merges ITEMS vectors, THREADS apart;
 // UNROLL states have their loads in flight together. When num_states <= UNROLL the LSE loads
 // of the next vector are issued before the current vector's o loads (software pipeline).
-template <class IN_T, class OUT_T, int THREADS, int UNROLL = MERGE_UNROLL, int ITEMS = MERGE_ITEMS>
+template <class IN_T, class OUT_T, int THREADS, int UNROLL = kMergeUnroll, int ITEMS = kMergeItems>
 __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     using namespace merge_detail;
     constexpr int VEC = vec_traits<IN_T>::VEC;
