@@ -600,7 +600,7 @@ typedef struct dcpattn__variant {
     char *name;
     dcpattn__CUmodule module;
     dcpattn__CUfunction fn;
-    int threads, smem, rows, kv_tile;
+    int threads, smem, rows, kv_tile, items;
     int registers, shared_bytes, spill_bytes;
 } dcpattn__variant;
 
@@ -788,7 +788,7 @@ static dcpattn_status dcpattn__lua_open(dcpattn_context *ctx) {
 typedef struct dcpattn__rendered {
     char *source;
     size_t len;
-    int threads, smem, rows, kv_tile;
+    int threads, smem, rows, kv_tile, items;
 } dcpattn__rendered;
 
 static int dcpattn__lua_intfield(lua_State *L, int idx, const char *k) {
@@ -830,6 +830,7 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
         out->smem = dcpattn__lua_intfield(L, -1, "smem");
         out->rows = dcpattn__lua_intfield(L, -1, "rows");
         out->kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
+        out->items = dcpattn__lua_intfield(L, -1, "items");
     }
     lua_pop(L, 2);
     if (out->threads <= 0) {
@@ -1187,6 +1188,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
     v.smem = r.smem;
     v.rows = r.rows;
     v.kv_tile = r.kv_tile;
+    v.items = r.items > 0 ? r.items : 1;
     v.registers = blob.registers;
     v.shared_bytes = blob.shared_bytes;
     v.spill_bytes = blob.spill_bytes;
@@ -1616,8 +1618,8 @@ static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcp
     kp.head_dim = a->head_dim;
     kp.lse_base2_in = a->lse_base2_in;
     kp.lse_base2_out = a->lse_base2_out;
-    /* one thread per 16-byte input vector of every (row, head) */
-    threads_needed = (int64_t)a->rows * a->heads * (a->head_dim / n->vec);
+    /* each thread merges v->items 16-byte input vectors of the (row, head, vector) space */
+    threads_needed = ((int64_t)a->rows * a->heads * (a->head_dim / n->vec) + v->items - 1) / v->items;
     return dcpattn__launch(v, (unsigned)((threads_needed + v->threads - 1) / v->threads), 1, 1, &kp, stream,
                            "merge launch");
 }

@@ -12,6 +12,7 @@ M.form = "merge_<in>_<out>"
 
 local DTYPES = { "bf16", "fp16", "fp32" }
 local THREADS = 256
+local ITEMS = 2 -- 16-byte vectors per thread; the host's grid divides by THREADS * ITEMS
 
 -- The AOT set: same-type merges and the fp32 partials of split-KV attention.
 local DEFAULTS = {
@@ -63,11 +64,12 @@ function M.bindings(spec, name)
         IN_T = types.info[spec.in_dtype].ctype,
         OUT_T = types.info[spec.out_dtype].ctype,
         THREADS = THREADS,
+        ITEMS = ITEMS,
     }
 end
 
 function M.meta(spec)
-    return { threads = THREADS, smem = 0, in_dtype = spec.in_dtype, out_dtype = spec.out_dtype }
+    return { threads = THREADS, items = ITEMS, smem = 0, in_dtype = spec.in_dtype, out_dtype = spec.out_dtype }
 end
 
 function M.defaults()
