@@ -1533,7 +1533,13 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     if (!a->lse_out_stride_t) a->lse_out_stride_t = (int64_t)a->heads * a->lse_out_stride_h;
     if (a->o_stride_t < 0 || a->o_stride_h < 0 || a->out_stride_t < 0 || a->out_stride_h < 0 ||
         a->lse_stride_t < 0 || a->lse_stride_h < 0 || a->lse_out_stride_t < 0 || a->lse_out_stride_h < 0)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: negative stride");
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "merge: negative stride (o_stride_t = %lld, o_stride_h = %lld, lse_stride_t = %lld, "
+                             "lse_stride_h = %lld, out_stride_t = %lld, out_stride_h = %lld, lse_out_stride_t = %lld, "
+                             "lse_out_stride_h = %lld)",
+                             (long long)a->o_stride_t, (long long)a->o_stride_h, (long long)a->lse_stride_t,
+                             (long long)a->lse_stride_h, (long long)a->out_stride_t, (long long)a->out_stride_h,
+                             (long long)a->lse_out_stride_t, (long long)a->lse_out_stride_h);
     if ((a->o_stride_t * insz) % 16 || (a->o_stride_h * insz) % 16)
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o strides (%lld, %lld) are not multiples of 16 bytes",
                              (long long)a->o_stride_t, (long long)a->o_stride_h);
@@ -1552,7 +1558,10 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         !dcpattn__span(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim, &span_out) ||
         !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
         !dcpattn__span(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1, &span_lse_out))
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: tensor extent overflows");
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                             "merge: tensor extent overflows (rows = %d, o_stride_t = %lld, out_stride_t = %lld, "
+                             "lse_stride_t = %lld)", a->rows, (long long)a->o_stride_t, (long long)a->out_stride_t,
+                             (long long)a->lse_stride_t);
     for (i = 0; i < a->num_states; i++) {
         if (!a->o[i] || !a->lse[i])
             return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s[%d] is NULL", !a->o[i] ? "o" : "lse", i);
@@ -1773,7 +1782,7 @@ dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *desc) {
 static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
                                                    dcpattn_attn_args *a) {
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
-    int64_t span_q, span_k, span_v, span_out, min_bt;
+    int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt;
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
     *a = *in;
@@ -1835,7 +1844,8 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                                      "attn: %s = %lld (must be a non-negative multiple of 8 elements)", nm[i],
                                      (long long)st[i]);
         if (a->lse_stride_t < 0 || a->lse_stride_h < 0)
-            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: negative lse stride");
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_stride_t = %lld, lse_stride_h = %lld (must be >= 0)",
+                                 (long long)a->lse_stride_t, (long long)a->lse_stride_h);
     }
     if (a->num_pages < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_pages = %lld (must be >= 1)",
@@ -1850,15 +1860,22 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
         !dcpattn__span(a->num_pages, a->v_stride_page, d->page_size, a->v_stride_t, 0, &span_v) ||
         !dcpattn__span(1, 0, hkv, a->k_stride_h, span_k + dqk, &span_k) ||
         !dcpattn__span(1, 0, hkv, a->v_stride_h, span_v + dv, &span_v) || span_q > INT64_MAX / 4 ||
-        span_k > INT64_MAX / 4 || span_v > INT64_MAX / 4 || span_out > INT64_MAX / 4)
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: tensor extents overflow 64 bits");
+        span_k > INT64_MAX / 4 || span_v > INT64_MAX / 4 || span_out > INT64_MAX / 4 ||
+        !dcpattn__span(d->max_total_q, a->lse_stride_t, hq, a->lse_stride_h, 1, &span_lse) || span_lse > INT64_MAX / 4)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                             "attn: tensor extents overflow 64 bits (max_total_q = %d, q_stride_t = %lld, num_pages = %lld, "
+                             "k_stride_page = %lld, v_stride_page = %lld, out_stride_t = %lld)",
+                             d->max_total_q, (long long)a->q_stride_t, (long long)a->num_pages,
+                             (long long)a->k_stride_page, (long long)a->v_stride_page, (long long)a->out_stride_t);
     if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps q");
     if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
         dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * 2))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps the KV cache");
-    if (a->lse && (dcpattn__overlap(a->lse, 4, a->q, span_q * 2) || dcpattn__overlap(a->lse, 4, a->k_cache, span_k * 2) ||
-                   dcpattn__overlap(a->lse, 4, a->v_cache, span_v * 2)))
+    if (a->lse && (dcpattn__overlap(a->lse, span_lse * 4, a->q, span_q * 2) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * 2) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * 2) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->out, span_out * 2)))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse overlaps q or the KV cache");
     return DCPATTN_STATUS_SUCCESS;
 }
