@@ -18,6 +18,7 @@
      float    ref_fp16_to_float(uint16_t)   uint16_t ref_float_to_fp16(float)   NaN stays NaN, overflow -> inf
      float    ref_round_bf16(float)         float    ref_round_fp16(float)      x -> 16 bits -> float
      double   ref_h2d(uint16_t bits, int dtype)      uint16_t ref_d2h(double, int dtype)
+     double   ref_round_to(double v, int type)     v rounded to REF_BF16/FP16/FP32 (REF_F64: v)
      double   ref_load(const void *p, int type, int64_t i)   element i of a typed array, as double
      REF_BF16_NAN, REF_FP16_NAN: quiet NaN bit patterns (poison for unused cache slots).
 
@@ -39,7 +40,7 @@
        out: double [total_q, hq, dv], lse: double [total_q, hq] (natural, or log2 if
        p.lse_base2; may be 0). Empty row: out 0, lse -inf. Returns 0, or -1 with
        ref_error() saying why (seqused_k != local_len(seqused_k_global), page index out of
-       range, bad parameters, no memory).
+       range, bad parameters, no memory). const char *ref_error(void) is that message.
      int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const uint16_t *q,
                         const uint16_t *k, const uint16_t *v, double *out, double *lse)
        unsharded attention of one sequence (world/rank/interleave ignored: W = 1) over

@@ -201,6 +201,8 @@ static int64_t rand_range(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
     return hi <= lo ? lo : lo + (int64_t)(ref_rand_u64(s) % (uint64_t)(hi - lo + 1));
 }
 
+static int64_t empty_rank_rows; /* rank rows that saw no key, over the whole identity sweep */
+
 /* One configuration: B sequences, each rank's paged attention, merged, against dense. */
 static void identity_case(int W, int I, int ps, int q_len, int causal, int group, int dtype,
                           int pad_q, uint64_t seed) {
@@ -348,8 +350,10 @@ static void identity_case(int W, int I, int ps, int q_len, int causal, int group
     /* empty rows exist exactly where the dense row sees no key: never here (L >= q_len),
        but a rank's own rows are empty when its shard is short; that must not be NaN */
     for (r = 0; r < W; r++) {
-        for (i = 0; i < total_q * hq; i++)
+        for (i = 0; i < total_q * hq; i++) {
             if (isnan(rank_l[r][i]) || rank_l[r][i] == INFINITY) fails++;
+            empty_rank_rows += rank_l[r][i] == -INFINITY;
+        }
         for (i = 0; i < total_q * hq * DV; i++)
             if (!isfinite(rank_o[r][i])) fails++;
         free(rank_o[r]);
@@ -382,6 +386,87 @@ static void test_identity(void) {
                         for (gi = 0; gi < 3; gi++, seed++)
                             identity_case(Ws[wi], Is[ii], pss[pi], qls[qi], causal, groups[gi],
                                           seed % 2 ? REF_BF16 : REF_FP16, (int)(seed % 3 == 0), seed);
+    CHECK(empty_rank_rows > 0, "the sweep met rank rows that see no key");
+}
+
+/* MLA shape: one KV head, V = the first dv channels of each K row (v_alias_k) */
+static void test_mla_shard(void) {
+    enum { HQ = 8, DQK = 40, DV = 32, QL = 3 };
+    static const int Ls[] = {1, 5, 64, 131};
+    int li, W = 4, I = 8, r, i, d;
+    uint64_t rng = 4242;
+    for (li = 0; li < 4; li++) {
+        int64_t L = Ls[li] < QL ? QL : Ls[li];
+        uint16_t *k = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(L * DQK));
+        uint16_t *v = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(L * DV));
+        uint16_t q[QL * HQ * DQK];
+        double dense_o[QL * HQ * DV], dense_l[QL * HQ], ro[8][QL * HQ * DV], rl[8][QL * HQ], mo[QL * HQ * DV],
+            ml[QL * HQ];
+        const void *op[8], *lp[8];
+        const uint16_t *kg[1], *vg[1];
+        int32_t cu[2] = {0, QL};
+        ref_attn_params p;
+        ref_merge_args m;
+        ref_err e;
+        ref_fill_uniform(k, L * DQK, REF_BF16, 1.5, &rng);
+        ref_fill_uniform(q, QL * HQ * DQK, REF_BF16, 1.5, &rng);
+        for (i = 0; i < L; i++)
+            for (d = 0; d < DV; d++) v[i * DV + d] = k[i * DQK + d];
+        memset(&p, 0, sizeof p);
+        p.hq = HQ;
+        p.hkv = 1;
+        p.dqk = DQK;
+        p.dv = DV;
+        p.page_size = 16;
+        p.causal = 1;
+        p.world = W;
+        p.interleave = I;
+        CHECK(ref_attn_dense(&p, QL, L, q, k, v, dense_o, dense_l) == 0, "mla dense");
+        kg[0] = k;
+        vg[0] = NULL;
+        for (r = 0; r < W; r++) {
+            ref_shard sh;
+            ref_shard_params sp;
+            ref_attn_inputs in;
+            memset(&sp, 0, sizeof sp);
+            sp.hkv = 1;
+            sp.dqk = DQK;
+            sp.dv = DV;
+            sp.page_size = 16;
+            sp.world = W;
+            sp.rank = r;
+            sp.interleave = I;
+            sp.fill = REF_BF16_NAN;
+            sp.extra_pages = 1;
+            sp.seed = (uint64_t)(li * 10 + r);
+            sp.v_alias_k = 1;
+            CHECK(ref_shard_build(&sh, &sp, 1, &L, kg, vg) == 0 && sh.v_cache == sh.k_cache, "mla shard");
+            memset(&in, 0, sizeof in);
+            in.batch = 1;
+            in.q = q;
+            in.cu_seqlens_q = cu;
+            ref_shard_inputs(&sh, &in);
+            p.rank = r;
+            CHECK(ref_attn(&p, &in, ro[r], rl[r]) == 0, "mla rank %d: %s", r, ref_error());
+            op[r] = ro[r];
+            lp[r] = rl[r];
+            ref_shard_free(&sh);
+        }
+        memset(&m, 0, sizeof m);
+        m.num_states = W;
+        m.rows = QL;
+        m.heads = HQ;
+        m.head_dim = DV;
+        m.o = op;
+        m.lse = lp;
+        ref_merge(&m, mo, ml);
+        e = ref_compare(dense_o, mo, REF_F64, QL * HQ * DV);
+        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla L=%lld out: %s", (long long)L, ref_err_str(&e));
+        e = ref_compare(dense_l, ml, REF_F64, QL * HQ);
+        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla L=%lld lse: %s", (long long)L, ref_err_str(&e));
+        free(k);
+        free(v);
+    }
 }
 
 /* a hand-computable case: W = 2, I = 1, one sequence of 3 tokens, q_len 2, causal */
@@ -647,6 +732,7 @@ int main(void) {
     test_attn_small();
     test_ref_input_checks();
     test_identity();
+    test_mla_shard();
     test_merge();
     return check_summary();
 }
