@@ -51,7 +51,17 @@ struct GqaTraits {
     static constexpr int WROWS = 32 / CHUNKS;  // token rows one warp copies per pass
     static constexpr int KV_LOADS = (KV_TILE + WARPS * WROWS - 1) / (WARPS * WROWS);  // passes per tile
     static constexpr int Q_LOADS = (M_TILE * CHUNKS + THREADS - 1) / THREADS;
-    static constexpr bool Q_IN_REGS = D <= 128;
+    // Q fragments stay in registers only where that still leaves room for MIN_BLOCKS CTAs.
+    static constexpr bool Q_IN_REGS = D <= 128 && THREADS <= 128;
+    // CTAs per SM the register budget is cut for (__launch_bounds__), from an estimate of
+    // the live registers (O, S, Q fragments, ~48 others) and capped by shared memory; heads
+    // over 128 take what they need.
+    static constexpr int SMEM_PER_SM = 227 * 1024;
+    static constexpr int REGS_EST = D / 2 + NW / 2 + (Q_IN_REGS ? D / 4 + 8 : 0) + 48;
+    static constexpr int MIN_BLOCKS_REGS = D > 128 ? 1 : 65536 / (THREADS * REGS_EST);
+    static constexpr int MIN_BLOCKS_SMEM = SMEM_PER_SM / (SMEM_K + 2 * STAGES * TILE_BYTES + 1024);
+    static constexpr int MIN_BLOCKS =
+        MIN_BLOCKS_SMEM < MIN_BLOCKS_REGS ? MIN_BLOCKS_SMEM : MIN_BLOCKS_REGS < 1 ? 1 : MIN_BLOCKS_REGS;
 
     static_assert(D % 32 == 0 && D >= 64 && D <= 256, "head dim");
     static_assert(GROUP >= 1, "group");
