@@ -37,7 +37,7 @@ HEADER    := include/dcpattn.h
 GEN_SRC   := $(wildcard gen/dcpattn/*.lua) gen/dcpattn-gen
 TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 
-.PHONY: all deps demo test test-cpu test-gpu bench install clean aot
+.PHONY: all deps demo test test-cpu test-gpu bench install clean aot fuzz
 all: aot
 
 # ---- dependencies: Lua 5.4 from Debian ----
@@ -91,6 +91,7 @@ demo: aot $(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp
 GPU_TESTS := $(BUILD)/test_gpu
+FUZZ_BIN  := $(if $(shell command -v clang 2>/dev/null),$(BUILD)/fuzz_host)
 
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD)
 	@echo "  CC      $@ (C99 -Wall -Wextra -Werror)"
@@ -101,7 +102,7 @@ $(BUILD)/test_header_cpp: tests/test_header.c $(HEADER) | $(BUILD)
 	@echo "  CXX     $@ (C++ -Wall -Wextra -Werror)"
 	$(Q)$(CXX) -x c++ -std=c++11 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION tests/test_header.c -o $@ $(HOSTLIBS)
 
-test: deps aot $(CPU_TESTS) $(GPU_TESTS)
+test: deps aot $(CPU_TESTS) $(GPU_TESTS) $(FUZZ_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 test-gpu: aot $(GPU_TESTS)
@@ -129,3 +130,14 @@ install: aot
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- fuzzing (clang libFuzzer): host validation and the generator's spec parsing ----
+FUZZ_SECONDS ?= 60
+$(BUILD)/fuzz_host: tests/fuzz_host.c $(HEADER) | $(BUILD)
+	@echo "  CLANG   $@ (libFuzzer, ASan, UBSan)"
+	$(Q)clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
+
+fuzz: deps $(BUILD)/fuzz_host
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus
+	$(Q)printf 'gqa_bf16_d128_g8_m16' > $(BUILD)/fuzz-corpus/name; printf '\002merge_fp32_bf16' > $(BUILD)/fuzz-corpus/merge
+	$(Q)$(BUILD)/fuzz_host -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus 2>&1 | tail -n 12

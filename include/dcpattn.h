@@ -1469,6 +1469,11 @@ static int dcpattn__mul(int64_t a, int64_t b, int64_t *r) {
     return __builtin_mul_overflow(a, b, r) ? 0 : 1;
 }
 
+/* A stride left 0 becomes n * inner stride; 0 on overflow. */
+static int dcpattn__default_stride(int64_t *stride, int64_t n, int64_t inner) {
+    return *stride != 0 || dcpattn__mul(n, inner, stride);
+}
+
 /* Span in elements of a [n0, n1, inner] tensor with strides s0, s1; 0 on overflow. */
 static int dcpattn__span(int64_t n0, int64_t s0, int64_t n1, int64_t s1, int64_t inner, int64_t *r) {
     int64_t a, b;
@@ -1516,21 +1521,13 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     insz = dcpattn__dtype_size(a->in_dtype);
     outsz = dcpattn__dtype_size(a->out_dtype);
     n->vec = 16 / insz;
-    if ((a->head_dim * insz) % 16 || (a->head_dim * outsz) % 16)
+    if (a->head_dim % (16 / insz) || a->head_dim % (16 / outsz))
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "merge: head_dim = %d is not a multiple of 16 bytes for %s in / %s out", a->head_dim,
                              dcpattn__dtype_name(a->in_dtype), dcpattn__dtype_name(a->out_dtype));
     if (!dcpattn__mul(a->rows, a->heads, &tmp) || tmp > INT32_MAX || !dcpattn__mul(tmp, a->head_dim, &tmp))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: rows*heads*head_dim = %d*%d*%d overflows", a->rows,
                              a->heads, a->head_dim);
-    if (!a->o_stride_h) a->o_stride_h = a->head_dim;
-    if (!a->o_stride_t) a->o_stride_t = (int64_t)a->heads * a->o_stride_h;
-    if (!a->lse_stride_h) a->lse_stride_h = 1;
-    if (!a->lse_stride_t) a->lse_stride_t = (int64_t)a->heads * a->lse_stride_h;
-    if (!a->out_stride_h) a->out_stride_h = a->head_dim;
-    if (!a->out_stride_t) a->out_stride_t = (int64_t)a->heads * a->out_stride_h;
-    if (!a->lse_out_stride_h) a->lse_out_stride_h = 1;
-    if (!a->lse_out_stride_t) a->lse_out_stride_t = (int64_t)a->heads * a->lse_out_stride_h;
     if (a->o_stride_t < 0 || a->o_stride_h < 0 || a->out_stride_t < 0 || a->out_stride_h < 0 ||
         a->lse_stride_t < 0 || a->lse_stride_h < 0 || a->lse_out_stride_t < 0 || a->lse_out_stride_h < 0)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
@@ -1540,10 +1537,20 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
                              (long long)a->o_stride_t, (long long)a->o_stride_h, (long long)a->lse_stride_t,
                              (long long)a->lse_stride_h, (long long)a->out_stride_t, (long long)a->out_stride_h,
                              (long long)a->lse_out_stride_t, (long long)a->lse_out_stride_h);
-    if ((a->o_stride_t * insz) % 16 || (a->o_stride_h * insz) % 16)
+    if (!dcpattn__default_stride(&a->o_stride_h, 1, a->head_dim) ||
+        !dcpattn__default_stride(&a->o_stride_t, a->heads, a->o_stride_h) ||
+        !dcpattn__default_stride(&a->lse_stride_h, 1, 1) ||
+        !dcpattn__default_stride(&a->lse_stride_t, a->heads, a->lse_stride_h) ||
+        !dcpattn__default_stride(&a->out_stride_h, 1, a->head_dim) ||
+        !dcpattn__default_stride(&a->out_stride_t, a->heads, a->out_stride_h) ||
+        !dcpattn__default_stride(&a->lse_out_stride_h, 1, 1) ||
+        !dcpattn__default_stride(&a->lse_out_stride_t, a->heads, a->lse_out_stride_h))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: a default stride (heads = %d times a head stride) overflows",
+                             a->heads);
+    if (a->o_stride_t % (16 / insz) || a->o_stride_h % (16 / insz))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o strides (%lld, %lld) are not multiples of 16 bytes",
                              (long long)a->o_stride_t, (long long)a->o_stride_h);
-    if ((a->out_stride_t * outsz) % 16 || (a->out_stride_h * outsz) % 16)
+    if (a->out_stride_t % (16 / outsz) || a->out_stride_h % (16 / outsz))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out strides (%lld, %lld) are not multiples of 16 bytes",
                              (long long)a->out_stride_t, (long long)a->out_stride_h);
     if (!a->o || !a->lse)
@@ -1557,7 +1564,8 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
         !dcpattn__span(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim, &span_out) ||
         !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
-        !dcpattn__span(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1, &span_lse_out))
+        !dcpattn__span(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1, &span_lse_out) ||
+        span_o > INT64_MAX / 8 || span_out > INT64_MAX / 8 || span_lse > INT64_MAX / 8 || span_lse_out > INT64_MAX / 8)
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
                              "merge: tensor extent overflows (rows = %d, o_stride_t = %lld, out_stride_t = %lld, "
                              "lse_stride_t = %lld)", a->rows, (long long)a->o_stride_t, (long long)a->out_stride_t,
@@ -1789,18 +1797,29 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     if (a->batch < 0 || a->batch > d->max_batch)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: batch = %d (must be 0..max_batch = %d)", a->batch,
                              d->max_batch);
-    if (!a->q_stride_h) a->q_stride_h = dqk;
-    if (!a->q_stride_t) a->q_stride_t = hq * a->q_stride_h;
-    if (!a->k_stride_h) a->k_stride_h = dqk;
-    if (!a->k_stride_t) a->k_stride_t = hkv * a->k_stride_h;
-    if (!a->k_stride_page) a->k_stride_page = d->page_size * a->k_stride_t;
-    if (!a->v_stride_h) a->v_stride_h = dv;
-    if (!a->v_stride_t) a->v_stride_t = hkv * a->v_stride_h;
-    if (!a->v_stride_page) a->v_stride_page = d->page_size * a->v_stride_t;
-    if (!a->out_stride_h) a->out_stride_h = dv;
-    if (!a->out_stride_t) a->out_stride_t = hq * a->out_stride_h;
-    if (!a->lse_stride_h) a->lse_stride_h = 1;
-    if (!a->lse_stride_t) a->lse_stride_t = hq * a->lse_stride_h;
+    {
+        const int64_t st[] = {a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t, a->k_stride_h,
+                              a->v_stride_page, a->v_stride_t, a->v_stride_h, a->out_stride_t, a->out_stride_h,
+                              a->lse_stride_t, a->lse_stride_h, a->block_table_stride};
+        static const char *const nm[] = {"q_stride_t", "q_stride_h", "k_stride_page", "k_stride_t", "k_stride_h",
+                                         "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h",
+                                         "lse_stride_t", "lse_stride_h", "block_table_stride"};
+        int i;
+        for (i = 0; i < 13; i++)
+            if (st[i] < 0)
+                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: %s = %lld (must be >= 0)", nm[i],
+                                     (long long)st[i]);
+    }
+    if (!dcpattn__default_stride(&a->q_stride_h, 1, dqk) || !dcpattn__default_stride(&a->q_stride_t, hq, a->q_stride_h) ||
+        !dcpattn__default_stride(&a->k_stride_h, 1, dqk) || !dcpattn__default_stride(&a->k_stride_t, hkv, a->k_stride_h) ||
+        !dcpattn__default_stride(&a->k_stride_page, d->page_size, a->k_stride_t) ||
+        !dcpattn__default_stride(&a->v_stride_h, 1, dv) || !dcpattn__default_stride(&a->v_stride_t, hkv, a->v_stride_h) ||
+        !dcpattn__default_stride(&a->v_stride_page, d->page_size, a->v_stride_t) ||
+        !dcpattn__default_stride(&a->out_stride_h, 1, dv) ||
+        !dcpattn__default_stride(&a->out_stride_t, hq, a->out_stride_h) ||
+        !dcpattn__default_stride(&a->lse_stride_h, 1, 1) ||
+        !dcpattn__default_stride(&a->lse_stride_t, hq, a->lse_stride_h))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: a default stride overflows (a head or token stride is too large)");
     min_bt = ((int64_t)d->max_seqlen_k + d->page_size - 1) / d->page_size;
     if (!a->block_table_stride) a->block_table_stride = min_bt;
     if (a->batch == 0)

@@ -39,6 +39,11 @@ run header-c++ "$build/test_header_cpp"
 run cpu-reference "$build/test_cpu"
 run validation "$build/test_validate"
 run cache "$build/test_cache"
+if [ -x "$build/fuzz_host" ]; then
+    mkdir -p "$build/fuzz-corpus"
+    run fuzz-15s sh -c "'$build/fuzz_host' -max_total_time=15 '$build/fuzz-corpus' >'$build/fuzz.log' 2>&1 \
+        && echo '1 passed, 0 failed' || { tail -n 30 '$build/fuzz.log'; echo '0 passed, 1 failed'; }"
+fi
 run gpu "$build/test_gpu"
 echo "$total_pass passed, $total_fail failed"
 exit $status
