@@ -44,6 +44,7 @@ if [ -x "$build/fuzz_host" ]; then
     run fuzz-15s sh -c "'$build/fuzz_host' -max_total_time=15 '$build/fuzz-corpus' >'$build/fuzz.log' 2>&1 \
         && echo '1 passed, 0 failed' || { tail -n 30 '$build/fuzz.log'; echo '0 passed, 1 failed'; }"
 fi
+run install sh tests/test_install.sh "$build"
 run gpu "$build/test_gpu"
 echo "$total_pass passed, $total_fail failed"
 exit $status
