@@ -96,6 +96,39 @@ static void mutate(const char *path, int how) {
     fclose(f);
 }
 
+/* many host threads, one context each, compiling and rendering at once */
+typedef struct thread_job {
+    const char *dir;
+    int ok;
+} thread_job;
+
+static void *thread_main(void *arg) {
+    thread_job *j = (thread_job *)arg;
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    const char *names[] = {"merge_fp16_fp16", "merge_fp32_fp16"};
+    char *src = NULL;
+    int k;
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    cd.aot_dir = "";
+    j->ok = 0;
+    if (dcpattn_context_create(&cd, &ctx))
+        return NULL;
+    for (k = 0; k < 3; k++)
+        if (dcpattn_precompile(ctx, names, 2, NULL, NULL) || dcpattn_variant_source(ctx, names[k & 1], &src) ||
+            !strstr(src, names[k & 1])) {
+            dcpattn_context_destroy(ctx);
+            return NULL;
+        } else {
+            free(src);
+            src = NULL;
+        }
+    j->ok = dcpattn_variant_loaded(ctx, names[0]) && dcpattn_variant_loaded(ctx, names[1]);
+    dcpattn_context_destroy(ctx);
+    return NULL;
+}
+
 int main(void) {
     char tmpl[] = "/tmp/dcpattn-cache-XXXXXX", dir[600], dir2[600], entry[1200], env[1400];
     const char *root = DCPATTN_DATA_DIR;
@@ -228,6 +261,27 @@ int main(void) {
         CHECK(compile_with(dir, copy) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "nvrtc"),
               "edited template was served from %s", last_source);
         CHECK(count_files(dir, ".cubin", NULL, 0) == 2, "edited template shares a key");
+    }
+
+    /* eight threads, one context each, on one cache directory */
+    {
+        char tdir[700];
+        pthread_t th[8];
+        thread_job jobs[8];
+        int all = 1;
+        snprintf(tdir, sizeof tdir, "%s/threads", tmpl);
+        setenv("DCPATTN_CACHE_DIR", tdir, 1);
+        for (i = 0; i < 8; i++) {
+            jobs[i].dir = tdir;
+            pthread_create(&th[i], NULL, thread_main, &jobs[i]);
+        }
+        for (i = 0; i < 8; i++) {
+            pthread_join(th[i], NULL);
+            all &= jobs[i].ok;
+        }
+        CHECK(all, "a thread failed: %s", dcpattn_last_error());
+        CHECK(count_files(tdir, ".cubin", NULL, 0) == 2 && count_files(tdir, ".tmp", NULL, 0) == 0,
+              "threads left %d entries", count_files(tdir, ".cubin", NULL, 0));
     }
 
     /* a spec the generator cannot build: its file:line: error: text as a status */
