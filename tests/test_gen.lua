@@ -401,10 +401,10 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 2\n", 1, true), "gqa bindings")
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 3\n", 1, true), "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
-        check(meta.smem == 2 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
+        check(meta.smem == 3 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
     end
     src, meta = dcpattn.render("gqa_bf16_d256_g4_m64", { read = read, abi = ABI })
     check(src and meta.threads == 256 and meta.kv_tile == 64 and meta.smem == 2 * 64 * 512 * 2 + 64 * 256 * 2,
