@@ -8,6 +8,7 @@ local format = string.format
 local util = require "dcpattn.util"
 local spec = require "dcpattn.spec"
 local gqa = require "dcpattn.gqa"
+local mla = require "dcpattn.mla"
 
 M.DEFAULT_WHERE = "desc:1"
 
@@ -52,8 +53,19 @@ function M.attn(desc, where)
     if v.page_size > 256 then
         return nil, util.err(where, "page_size = %d: expected 1..256", v.page_size)
     end
-    if v.dqk == 576 and v.dv == 512 then
-        return nil, util.err(where, "MLA variants are not implemented yet (dqk = 576, dv = 512)")
+    if v.dqk == mla.DQK and v.dv == mla.DV then
+        if v.hkv ~= 1 then
+            return nil, util.err(where, "hkv = %d: MLA has one latent KV head", v.hkv)
+        end
+        if v.hq > mla.max_hq then
+            return nil, util.err(where, "hq = %d: MLA supports at most %d query heads per rank", v.hq, mla.max_hq)
+        end
+        return spec.name({
+            family = "mla",
+            dtype = desc.dtype == nil and "bf16" or desc.dtype,
+            hq = v.hq,
+            m_tile = mla.m_tile_for(v.max_q_len * v.hq),
+        }, where)
     end
     if v.dqk ~= v.dv then
         return nil, util.err(where, "dqk = %d, dv = %d: GQA needs equal head dims (MLA: 576 and 512)",
