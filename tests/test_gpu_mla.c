@@ -163,6 +163,7 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
     d.lse_base2 = c->lse_base2;
     d.max_batch = B;
     d.max_q_len = max_q;
+    d.max_total_q = (int)total_q; /* the buffers hold exactly total_q rows */
     d.max_seqlen_k = (int)(max_local > 0 ? max_local : 1);
     d.num_splits = c->splits;
     s = dcpattn_attn_plan_create(ctx, &d, &plan);
