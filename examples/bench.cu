@@ -1,0 +1,1433 @@
+/* bench — dcpattn's benchmark (DESIGN.md 9). One run:
+     1. measures the two ceilings on this GPU: a tuned streaming read (16-byte loads,
+        grid-stride, 4 GiB, several grid shapes; the best) and a cuBLAS bf16 GEMM
+        (8192^3, fp32 accumulation);
+     2. GQA cases G1, G2 (q_len 1/2/4/8), MLA cases M1, M2 and merge cases R1, R2: each is
+        validated against the CPU reference (tests/ref.h) first, and only a passing kernel is
+        timed (median of CUDA-event-timed runs);
+     3. the host cost of dcpattn_attn_run and of one CUDA-graph replay;
+     4. the peers (examples/bench_peers.py: FlexAttention, SDPA, eager merge) when PyTorch
+        imports, and the ratio peer time / dcpattn time per case;
+   then prints a table (one line per case, last) and writes everything to a JSON file.
+   Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
+
+   usage: bench [--json FILE] [--only G1,G2,M1,M2,R1,R2,HOST] [--iters N] [--seed N]
+                [--no-peers] [--peers-budget SECONDS] [--peers-script PATH] */
+#define DCPATTN_IMPLEMENTATION
+#include "dcpattn.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ref.h"
+
+/* ------------------------------------------------------------------ results, JSON, exit */
+
+struct row {
+    std::string key;      /* "G1/q1", "M1/q2", "R1" */
+    std::string caseid;   /* "G1" */
+    int order;            /* table order */
+    int q_len;
+    std::string status;   /* PASS, FAIL, n/a */
+    std::string note;     /* why n/a or FAIL, variant detail */
+    std::string variant;
+    int splits;
+    double us, us_min, us_max;
+    int reps;
+    double bytes, flops, gbps, pct_read, tflops, pct_gemm;
+    std::string err_out, err_lse;
+    int deterministic;    /* -1 not checked, 0 no, 1 bitwise equal */
+    double peer_flex_us, peer_sdpa_us, peer_eager_us;
+};
+
+static std::vector<row> g_rows;
+static std::vector<std::string> g_peer_lines;
+static std::string g_peer_note;
+static std::string g_json_path = "bench.json";
+static std::string g_device;
+static int g_num_sms;
+static double g_read_gbps, g_gemm_tflops;
+static std::string g_read_cfg;
+static std::vector<std::string> g_read_all; /* per config "cfg: GB/s" */
+static double g_gemm_us;
+static uint64_t g_seed;
+/* host-cost numbers */
+static double g_host_call_us = -1, g_host_call1_us = -1, g_host_empty_us = -1, g_graph_replay_us = -1,
+              g_graph_launch_us = -1, g_eager_us = -1, g_graph_single_us = -1, g_eager1_us = -1,
+              g_graph1_replay_us = -1;
+static int g_host_splits = 0;
+static std::string g_host_note;
+static int g_failures = 0;
+static std::string g_fatal;
+
+static std::string jesc(const std::string &s) {
+    std::string o;
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += (char)c; }
+        else if (c == '\n') o += "\\n";
+        else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+        else o += (char)c;
+    }
+    return o;
+}
+static std::string jnum(double v) {
+    char b[64];
+    if (!std::isfinite(v)) return "null";
+    snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
+static void print_table(void);
+
+static void write_json(void) {
+    FILE *f = fopen(g_json_path.c_str(), "w");
+    if (!f) {
+        fprintf(stderr, "bench: cannot write %s\n", g_json_path.c_str());
+        return;
+    }
+    fprintf(f, "{\n  \"device\": \"%s\", \"num_sms\": %d, \"seed\": %llu, \"dcpattn\": \"%s\",\n", jesc(g_device).c_str(),
+            g_num_sms, (unsigned long long)g_seed, dcpattn_version());
+    fprintf(f, "  \"fatal\": %s,\n", g_fatal.empty() ? "null" : ("\"" + jesc(g_fatal) + "\"").c_str());
+    fprintf(f, "  \"ceilings\": {\"hbm_read_gbps\": %s, \"hbm_read_best\": \"%s\", \"hbm_read_configs\": [",
+            jnum(g_read_gbps).c_str(), jesc(g_read_cfg).c_str());
+    for (size_t i = 0; i < g_read_all.size(); i++) fprintf(f, "%s\"%s\"", i ? ", " : "", jesc(g_read_all[i]).c_str());
+    fprintf(f, "],\n    \"gemm_bf16_tflops\": %s, \"gemm_shape\": \"8192x8192x8192 bf16 in, fp32 accumulate, bf16 out\", "
+               "\"gemm_us\": %s},\n",
+            jnum(g_gemm_tflops).c_str(), jnum(g_gemm_us).c_str());
+    fprintf(f, "  \"host\": {\"attn_run_host_us\": %s, \"attn_run_host_us_splits1\": %s, \"splits\": %d, "
+               "\"empty_kernel_launch_host_us\": %s, \"eager_gpu_us\": %s, \"eager_gpu_us_splits1\": %s, "
+               "\"graph_replay_gpu_us\": %s, \"graph_replay_gpu_us_splits1\": %s, \"graph_launch_host_us\": %s, "
+               "\"graph_single_replay_wall_us\": %s, \"note\": \"%s\"},\n",
+            jnum(g_host_call_us).c_str(), jnum(g_host_call1_us).c_str(), g_host_splits, jnum(g_host_empty_us).c_str(),
+            jnum(g_eager_us).c_str(), jnum(g_eager1_us).c_str(), jnum(g_graph_replay_us).c_str(),
+            jnum(g_graph1_replay_us).c_str(), jnum(g_graph_launch_us).c_str(), jnum(g_graph_single_us).c_str(),
+            jesc(g_host_note).c_str());
+    fprintf(f, "  \"cases\": [\n");
+    for (size_t i = 0; i < g_rows.size(); i++) {
+        const row &r = g_rows[i];
+        fprintf(f,
+                "    {\"key\": \"%s\", \"case\": \"%s\", \"q_len\": %d, \"status\": \"%s\", \"note\": \"%s\", "
+                "\"variant\": \"%s\", \"num_splits\": %d, \"median_us\": %s, \"min_us\": %s, \"max_us\": %s, "
+                "\"reps\": %d, \"bytes\": %s, \"flops\": %s, \"gbps\": %s, \"pct_read_ceiling\": %s, \"tflops\": %s, "
+                "\"pct_gemm_ceiling\": %s, \"err_out\": \"%s\", \"err_lse\": \"%s\", \"deterministic\": %s, "
+                "\"peer_flex_us\": %s, \"peer_sdpa_us\": %s, \"peer_eager_us\": %s}%s\n",
+                jesc(r.key).c_str(), jesc(r.caseid).c_str(), r.q_len, r.status.c_str(), jesc(r.note).c_str(),
+                jesc(r.variant).c_str(), r.splits, jnum(r.us).c_str(), jnum(r.us_min).c_str(), jnum(r.us_max).c_str(),
+                r.reps, jnum(r.bytes).c_str(), jnum(r.flops).c_str(), jnum(r.gbps).c_str(), jnum(r.pct_read).c_str(),
+                jnum(r.tflops).c_str(), jnum(r.pct_gemm).c_str(), jesc(r.err_out).c_str(), jesc(r.err_lse).c_str(),
+                r.deterministic < 0 ? "null" : r.deterministic ? "true" : "false", jnum(r.peer_flex_us).c_str(),
+                jnum(r.peer_sdpa_us).c_str(), jnum(r.peer_eager_us).c_str(), i + 1 < g_rows.size() ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"peers_note\": \"%s\",\n  \"peers\": [\n", jesc(g_peer_note).c_str());
+    for (size_t i = 0; i < g_peer_lines.size(); i++)
+        fprintf(f, "    %s%s\n", g_peer_lines[i].c_str(), i + 1 < g_peer_lines.size() ? "," : "");
+    fprintf(f, "  ]\n}\n");
+    if (fclose(f)) fprintf(stderr, "bench: error writing %s\n", g_json_path.c_str());
+    else printf("wrote %s\n", g_json_path.c_str());
+}
+
+static void die(const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "bench: FATAL: %s\n", buf);
+    fflush(stderr);
+    g_fatal = buf;
+    print_table();
+    write_json();
+    exit(2);
+}
+
+#define CUDA_OK(x)                                                                                   \
+    do {                                                                                             \
+        cudaError_t e_ = (x);                                                                        \
+        if (e_ != cudaSuccess) die("%s:%d: %s: %s", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+    } while (0)
+#define LAUNCH_OK()                                                                                  \
+    do {                                                                                             \
+        cudaError_t e_ = cudaGetLastError();                                                         \
+        if (e_ != cudaSuccess) die("%s:%d: kernel launch: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
+#define DC_OK(x)                                                                                     \
+    do {                                                                                             \
+        dcpattn_status s_ = (x);                                                                     \
+        if (s_) die("%s:%d: %s: %s: %s", __FILE__, __LINE__, #x, dcpattn_status_string(s_), dcpattn_last_error()); \
+    } while (0)
+#define BLAS_OK(x)                                                                                   \
+    do {                                                                                             \
+        cublasStatus_t b_ = (x);                                                                     \
+        if (b_ != CUBLAS_STATUS_SUCCESS) die("%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #x, (int)b_); \
+    } while (0)
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ device helpers */
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [-amp, amp), rounded to bf16; a hash of (seed, index) */
+__global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint64_t seed, float amp) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+        float u = (float)(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        p[i] = __float2bfloat16_rn(amp * u);
+    }
+}
+
+__global__ void fill_u32(uint32_t *p, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (uint32_t)mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1)) | 0x01010101u;
+}
+
+/* the o vector of every empty (non-finite lse) merge state becomes NaN: it must never be read */
+__global__ void poison_empty(uint16_t *o, const float *lse, size_t nvec, int dim) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nvec; i += (size_t)gridDim.x * blockDim.x)
+        if (!isfinite(lse[i]))
+            for (int d = 0; d < dim; d++) o[i * dim + d] = 0x7fc0;
+}
+
+/* The read ceiling: blocks stream tiles of THREADS*U 16-byte vectors (grid-stride over the
+   tiles); every load of a tile is issued before any is used, at constant offsets from one
+   address; the XOR-sum is reduced so the loads cannot be dropped. */
+template <int THREADS, int U, bool STREAM>
+__global__ void __launch_bounds__(THREADS) read_kernel(const uint4 *__restrict__ p, size_t n,
+                                                       unsigned long long *sink) {
+    const size_t tile = (size_t)THREADS * U, ntiles = n / tile;
+    uint32_t acc[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) acc[u] = 0;
+    for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const uint4 *b = p + t * tile + threadIdx.x;
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = STREAM ? __ldcs(b + u * THREADS) : __ldg(b + u * THREADS);
+#pragma unroll
+        for (int u = 0; u < U; u++) acc[u] += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (size_t i = ntiles * tile + blockIdx.x * (size_t)THREADS + threadIdx.x; i < n; i += (size_t)gridDim.x * THREADS) {
+        uint4 v = STREAM ? __ldcs(p + i) : __ldg(p + i);
+        acc[0] += v.x ^ v.y ^ v.z ^ v.w;
+    }
+    uint32_t s = 0;
+#pragma unroll
+    for (int u = 0; u < U; u++) s += acc[u];
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sink, (unsigned long long)s);
+}
+
+typedef void (*read_fn)(const uint4 *, size_t, unsigned long long *);
+template <int T>
+static read_fn pick_read(int unroll, bool stream) {
+    if (unroll == 4) return stream ? read_kernel<T, 4, true> : read_kernel<T, 4, false>;
+    return stream ? read_kernel<T, 8, true> : read_kernel<T, 8, false>;
+}
+
+__global__ void empty_kernel(int *p) {
+    if (p && threadIdx.x == 1024) *p = 1;
+}
+
+static void fill_dev_bf16(void *p, size_t n, uint64_t seed, float amp, cudaStream_t st = 0) {
+    fill_bf16<<<1024, 256, 0, st>>>((__nv_bfloat16 *)p, n, seed, amp);
+    LAUNCH_OK();
+}
+
+static double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct timing {
+    double med_us, min_us, max_us;
+    int reps;
+};
+
+/* warm-up runs, then `reps` back-to-back runs, each between two events; times in us */
+static timing time_runs(const std::function<void()> &fn, int warm, int reps, cudaStream_t st) {
+    std::vector<cudaEvent_t> ev((size_t)reps + 1);
+    std::vector<double> t;
+    timing r;
+    for (int i = 0; i < warm; i++) fn();
+    for (auto &e : ev) CUDA_OK(cudaEventCreate(&e));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaEventRecord(ev[0], st));
+    for (int i = 0; i < reps; i++) {
+        fn();
+        CUDA_OK(cudaEventRecord(ev[(size_t)i + 1], st));
+    }
+    CUDA_OK(cudaEventSynchronize(ev[(size_t)reps]));
+    CUDA_OK(cudaGetLastError());
+    for (int i = 0; i < reps; i++) {
+        float ms;
+        CUDA_OK(cudaEventElapsedTime(&ms, ev[(size_t)i], ev[(size_t)i + 1]));
+        t.push_back(ms * 1e3);
+    }
+    for (auto &e : ev) cudaEventDestroy(e);
+    r.med_us = median(t);
+    r.min_us = *std::min_element(t.begin(), t.end());
+    r.max_us = *std::max_element(t.begin(), t.end());
+    r.reps = reps;
+    return r;
+}
+
+/* ------------------------------------------------------------------ ceilings */
+
+static void measure_read_ceiling(void) {
+    const size_t bytes = (size_t)4 << 30, n16 = bytes / 16;
+    void *buf;
+    unsigned long long *sink;
+    double best = 0;
+    CUDA_OK(cudaMalloc(&buf, bytes));
+    CUDA_OK(cudaMalloc((void **)&sink, 8));
+    fill_u32<<<4096, 256>>>((uint32_t *)buf, bytes / 4, g_seed ^ 0x5eed);
+    LAUNCH_OK();
+    CUDA_OK(cudaDeviceSynchronize());
+    struct cfg { int threads, bps, unroll; bool stream; };
+    std::vector<cfg> cfgs;
+    for (int threads : {256, 512, 1024})
+        for (int bps : {1, 2, 4, 8})
+            if (threads * bps <= 2048)
+                for (int unroll : {4, 8})
+                    for (bool stream : {false, true}) cfgs.push_back({threads, bps, unroll, stream});
+    for (const cfg &c : cfgs) {
+        const unsigned grid = (unsigned)(g_num_sms * c.bps);
+        read_fn k = c.threads == 256 ? pick_read<256>(c.unroll, c.stream)
+                    : c.threads == 512 ? pick_read<512>(c.unroll, c.stream)
+                                       : pick_read<1024>(c.unroll, c.stream);
+        auto fn = [&]() {
+            k<<<grid, c.threads>>>((const uint4 *)buf, n16, sink);
+            LAUNCH_OK();
+        };
+        timing t = time_runs(fn, 2, 10, 0);
+        double gbps = (double)bytes / (t.med_us * 1e-6) * 1e-9;
+        char name[160];
+        snprintf(name, sizeof name, "grid %u x %d threads, unroll %d, %s loads: %.0f GB/s", grid, c.threads,
+                 c.unroll, c.stream ? "ld.cs" : "ld.nc", gbps);
+        g_read_all.push_back(name);
+        if (gbps > best) {
+            best = gbps;
+            g_read_cfg = name;
+        }
+    }
+    {
+        unsigned long long s;
+        CUDA_OK(cudaMemcpy(&s, sink, 8, cudaMemcpyDeviceToHost)); /* the sum is used */
+        printf("read ceiling: best of %zu configs over 4 GiB: %.0f GB/s (%s) [checksum %llx]\n", cfgs.size(), best,
+               g_read_cfg.c_str(), s);
+    }
+    g_read_gbps = best;
+    CUDA_OK(cudaFree(buf));
+    CUDA_OK(cudaFree(sink));
+}
+
+static void measure_gemm_ceiling(void) {
+    const int n = 8192;
+    const size_t elems = (size_t)n * n;
+    void *a, *b, *c, *ws;
+    const size_t ws_bytes = (size_t)32 << 20;
+    cublasHandle_t h;
+    float alpha = 1.0f, beta = 0.0f;
+    CUDA_OK(cudaMalloc(&a, elems * 2));
+    CUDA_OK(cudaMalloc(&b, elems * 2));
+    CUDA_OK(cudaMalloc(&c, elems * 2));
+    CUDA_OK(cudaMalloc(&ws, ws_bytes));
+    fill_dev_bf16(a, elems, g_seed ^ 0xa, 1.0f);
+    fill_dev_bf16(b, elems, g_seed ^ 0xb, 1.0f);
+    CUDA_OK(cudaDeviceSynchronize());
+    BLAS_OK(cublasCreate(&h));
+    BLAS_OK(cublasSetStream(h, 0));
+    BLAS_OK(cublasSetWorkspace(h, ws, ws_bytes));
+    auto fn = [&]() {
+        BLAS_OK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta,
+                             c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    timing t = time_runs(fn, 3, 15, 0);
+    g_gemm_us = t.med_us;
+    g_gemm_tflops = 2.0 * n * (double)n * n / (t.med_us * 1e-6) * 1e-12;
+    printf("GEMM ceiling: cublasGemmEx bf16 %dx%dx%d, fp32 accumulate: %.1f us, %.1f TFLOP/s\n", n, n, n, t.med_us,
+           g_gemm_tflops);
+    BLAS_OK(cublasDestroy(h));
+    CUDA_OK(cudaFree(a));
+    CUDA_OK(cudaFree(b));
+    CUDA_OK(cudaFree(c));
+    CUDA_OK(cudaFree(ws));
+}
+
+/* ------------------------------------------------------------------ attention cases */
+
+struct attn_case {
+    const char *id;
+    int order;
+    int mla;
+    int B, Hq, Hkv, Dqk, Dv, S, page, W, r, I;
+    std::vector<int> qlens;
+};
+
+/* the smallest global length L with local_len_r(L) == S: this rank then holds the newest
+   token, so the query rows of one sequence see different numbers of local keys */
+static int64_t pick_L(int64_t S, int W, int r, int I) {
+    int64_t lo = 0, hi = S * W + (int64_t)W * I; /* local_len is non-decreasing in L */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ref_local_len(mid, W, r, I) >= S) hi = mid;
+        else lo = mid + 1;
+    }
+    if (ref_local_len(lo, W, r, I) != S) die("no global length gives local length %lld", (long long)S);
+    return lo;
+}
+
+/* one CPU reference job: sequence `vs` of the validated ones, query heads [h0, h0+nh) */
+struct ref_job {
+    const attn_case *c;
+    int q_len, vs, h0, nh, lowp;
+    int non_causal; /* self-test only: a wrong mask */
+    int64_t L;
+    const uint16_t *q;    /* host q of the whole batch */
+    int q_row0;           /* first row of the sequence */
+    const uint16_t *k, *v; /* compact host pages of the sequence */
+    const int32_t *bt;    /* identity block table */
+    int npages;
+    std::vector<double> out, lse;
+    int rc;
+    std::string err;
+};
+
+struct job_pool {
+    std::vector<ref_job> *jobs;
+    size_t next;
+    pthread_mutex_t mu;
+};
+
+static void run_ref_job(ref_job &j) {
+    const attn_case *c = j.c;
+    const int group = c->Hq / c->Hkv;
+    ref_attn_params p;
+    ref_attn_inputs in;
+    int32_t cu[2] = {0, j.q_len}, used = c->S, glob = (int32_t)j.L;
+    memset(&p, 0, sizeof p);
+    p.hq = j.nh;
+    p.hkv = c->mla ? 1 : j.nh / group;
+    p.dqk = c->Dqk;
+    p.dv = c->Dv;
+    p.page_size = c->page;
+    p.causal = !j.non_causal;
+    p.scale = 1.0 / sqrt((double)c->Dqk);
+    p.world = c->W;
+    p.rank = c->r;
+    p.interleave = c->I;
+    p.dtype = REF_BF16;
+    p.emulate_lowp = j.lowp;
+    memset(&in, 0, sizeof in);
+    in.batch = 1;
+    in.q = j.q + (int64_t)j.q_row0 * c->Hq * c->Dqk + (int64_t)j.h0 * c->Dqk;
+    in.q_stride_t = (int64_t)c->Hq * c->Dqk;
+    in.q_stride_h = c->Dqk;
+    {
+        const int64_t kv_off = c->mla ? 0 : (int64_t)(j.h0 / group) * c->Dqk;
+        in.k_cache = j.k + kv_off;
+        in.k_stride_h = c->Dqk;
+        in.k_stride_t = (int64_t)c->Hkv * c->Dqk;
+        in.k_stride_page = (int64_t)c->page * in.k_stride_t;
+        if (c->mla) {
+            in.v_cache = j.k;
+            in.v_stride_h = in.k_stride_h;
+            in.v_stride_t = in.k_stride_t;
+            in.v_stride_page = in.k_stride_page;
+        } else {
+            in.v_cache = j.v + (int64_t)(j.h0 / group) * c->Dv;
+            in.v_stride_h = c->Dv;
+            in.v_stride_t = (int64_t)c->Hkv * c->Dv;
+            in.v_stride_page = (int64_t)c->page * in.v_stride_t;
+        }
+    }
+    in.num_pages = j.npages;
+    in.block_table = j.bt;
+    in.block_table_stride = j.npages;
+    in.cu_seqlens_q = cu;
+    in.seqused_k = &used;
+    in.seqused_k_global = &glob;
+    j.out.assign((size_t)j.q_len * j.nh * c->Dv, 0.0);
+    j.lse.assign((size_t)j.q_len * j.nh, 0.0);
+    j.rc = ref_attn(&p, &in, j.out.data(), j.lse.data());
+    if (j.rc) j.err = ref_error();
+}
+
+static void *pool_worker(void *arg) {
+    job_pool *pl = (job_pool *)arg;
+    for (;;) {
+        size_t i;
+        pthread_mutex_lock(&pl->mu);
+        i = pl->next++;
+        pthread_mutex_unlock(&pl->mu);
+        if (i >= pl->jobs->size()) return NULL;
+        run_ref_job((*pl->jobs)[i]);
+    }
+}
+
+static void run_jobs(std::vector<ref_job> &jobs) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (int)std::min<long>(std::max<long>(ncpu, 1), (long)jobs.size());
+    std::vector<pthread_t> th((size_t)nt);
+    job_pool pl;
+    pl.jobs = &jobs;
+    pl.next = 0;
+    pthread_mutex_init(&pl.mu, NULL);
+    for (int i = 0; i < nt; i++)
+        if (pthread_create(&th[(size_t)i], NULL, pool_worker, &pl)) die("pthread_create failed");
+    for (int i = 0; i < nt; i++) pthread_join(th[(size_t)i], NULL);
+    pthread_mutex_destroy(&pl.mu);
+    for (auto &j : jobs)
+        if (j.rc) die("CPU reference failed: %s", j.err.c_str());
+}
+
+/* Tolerance (DESIGN.md 8): error <= 2 x that of the same math in bf16 (ref emulate_lowp)
+   + a floor; NaN never passes. */
+static const double OUT_ABS_FLOOR = 1e-3, OUT_REL_FLOOR = 1e-3, LSE_ABS_FLOOR = 1e-4, LSE_REL_FLOOR = 1e-5;
+
+/* checks a device result (host copies) against the jobs' references (pairs exact, lowp) */
+static bool check_attn(const attn_case *c, std::vector<ref_job> &jobs, const uint16_t *h_out, const float *h_lse,
+                       std::string *err_out, std::string *err_lse) {
+    bool ok = true, fail_o = false, fail_l = false;
+    double worst_o = -1, worst_l = -1;
+    for (size_t i = 0; i + 1 < jobs.size(); i += 2) {
+        ref_job &ex = jobs[i], &lp = jobs[i + 1];
+        const int64_t n = (int64_t)ex.q_len * ex.nh * c->Dv;
+        const uint16_t *go = h_out + (int64_t)ex.q_row0 * c->Hq * c->Dv + (int64_t)ex.h0 * c->Dv;
+        const float *gl = h_lse + (int64_t)ex.q_row0 * c->Hq + ex.h0;
+        ref_err eo = ref_compare3(ex.out.data(), go, REF_BF16, ex.q_len, ex.nh, c->Dv, (int64_t)c->Hq * c->Dv, c->Dv);
+        ref_err el = ref_compare3(ex.lse.data(), gl, REF_FP32, ex.q_len, ex.nh, 1, c->Hq, 1);
+        ref_err bo = ref_compare(ex.out.data(), lp.out.data(), REF_F64, n);
+        ref_err bl = ref_compare(ex.lse.data(), lp.lse.data(), REF_F64, (int64_t)ex.q_len * ex.nh);
+        bool po = ref_err_within(&eo, &bo, OUT_ABS_FLOOR, OUT_REL_FLOOR);
+        bool pl = ref_err_within(&el, &bl, LSE_ABS_FLOOR, LSE_REL_FLOOR);
+        char b[700];
+        /* report the first failure, else the worst passing job */
+        if (!fail_o && (!po || eo.rel_fro > worst_o)) {
+            snprintf(b, sizeof b, "%sseq %d heads %d..%d: %s (bf16-math baseline rel %.3g max %.3g)",
+                     po ? "worst: " : "FAIL ", ex.vs, ex.h0, ex.h0 + ex.nh - 1, ref_err_str(&eo), bo.rel_fro,
+                     bo.max_abs);
+            *err_out = b;
+            worst_o = eo.rel_fro;
+            fail_o = !po;
+        }
+        if (!fail_l && (!pl || el.max_abs > worst_l)) {
+            snprintf(b, sizeof b, "%sseq %d heads %d..%d: %s", pl ? "worst: " : "FAIL ", ex.vs, ex.h0,
+                     ex.h0 + ex.nh - 1, ref_err_str(&el));
+            *err_lse = b;
+            worst_l = el.max_abs;
+            fail_l = !pl;
+        }
+        if (!po || !pl) ok = false;
+    }
+    return ok;
+}
+
+static int g_iters = 30;
+
+static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
+    const int64_t L = pick_L(c->S, c->W, c->r, c->I);
+    const int group = c->Hq / c->Hkv, ppseq = (c->S + c->page - 1) / c->page, extra = 64;
+    const int64_t num_pages = (int64_t)c->B * ppseq + extra, bt_stride = ppseq + 1;
+    const int64_t k_page = (int64_t)c->page * c->Hkv * c->Dqk, v_page = (int64_t)c->page * c->Hkv * c->Dv;
+    const int nval = c->B > 1 ? 2 : 1;
+    const int vseq[2] = {0, c->B - 1};
+    void *d_k = NULL, *d_v = NULL;
+    int32_t *d_bt, *d_used, *d_glob;
+    std::vector<int32_t> bt((size_t)(c->B * bt_stride)), perm((size_t)num_pages);
+    std::vector<int32_t> used((size_t)c->B, c->S), glob((size_t)c->B, (int32_t)L), ident((size_t)ppseq);
+    std::vector<uint16_t> vk[2], vv[2];
+    uint64_t rng = g_seed ^ (uint64_t)c->order * 0x1234567ull;
+    printf("\n== %s: %s B=%d Hq=%d Hkv=%d Dqk=%d Dv=%d local S=%d (global L=%lld) page %d W=%d r=%d I=%d, "
+           "KV %.2f GiB\n",
+           c->id, c->mla ? "MLA" : "GQA", c->B, c->Hq, c->Hkv, c->Dqk, c->Dv, c->S, (long long)L, c->page, c->W, c->r,
+           c->I, (double)c->B * c->S * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2 / (1 << 30));
+    fflush(stdout);
+    /* MLA: find out first whether the kernel exists (no allocation for nothing) */
+    if (c->mla) {
+        dcpattn_attn_desc d;
+        dcpattn_attn_plan *plan;
+        dcpattn_status s;
+        memset(&d, 0, sizeof d);
+        d.dtype = DCPATTN_BF16;
+        d.num_q_heads = c->Hq;
+        d.num_kv_heads = c->Hkv;
+        d.head_dim = c->Dqk;
+        d.head_dim_v = c->Dv;
+        d.page_size = c->page;
+        d.dcp_world = c->W;
+        d.dcp_rank = c->r;
+        d.dcp_interleave = c->I;
+        d.max_batch = c->B;
+        d.max_q_len = c->qlens[0];
+        d.max_seqlen_k = c->S;
+        s = dcpattn_attn_plan_create(ctx, &d, &plan);
+        if (s) {
+            std::string note = std::string("MLA: not available (") + dcpattn_status_string(s) + ": " +
+                               dcpattn_last_error() + ")";
+            printf("%s\n", note.c_str());
+            for (int q : c->qlens) {
+                row r{};
+                r.key = std::string(c->id) + "/q" + std::to_string(q);
+                r.caseid = c->id;
+                r.order = c->order;
+                r.q_len = q;
+                r.status = "n/a";
+                r.note = note;
+                r.us = r.us_min = r.us_max = r.gbps = r.tflops = r.pct_read = r.pct_gemm = NAN;
+                r.bytes = r.flops = NAN;
+                r.deterministic = -1;
+                r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
+                g_rows.push_back(r);
+            }
+            return;
+        }
+        dcpattn_attn_plan_destroy(plan);
+    }
+    /* the paged cache: pages in a random order, random values, NaN in the unused pages */
+    for (int64_t i = 0; i < num_pages; i++) perm[(size_t)i] = (int32_t)i;
+    for (int64_t i = num_pages - 1; i > 0; i--) {
+        int64_t j = (int64_t)(ref_rand_u64(&rng) % (uint64_t)(i + 1));
+        std::swap(perm[(size_t)i], perm[(size_t)j]);
+    }
+    for (int b = 0; b < c->B; b++) {
+        for (int p = 0; p < ppseq; p++) bt[(size_t)(b * bt_stride + p)] = perm[(size_t)(b * ppseq + p)];
+        bt[(size_t)(b * bt_stride + ppseq)] = perm[(size_t)(c->B * ppseq + b % extra)]; /* unused column: a NaN page */
+    }
+    for (int p = 0; p < ppseq; p++) ident[(size_t)p] = p;
+    CUDA_OK(cudaMalloc(&d_k, (size_t)(num_pages * k_page) * 2));
+    fill_dev_bf16(d_k, (size_t)(num_pages * k_page), rng ^ 0x6b, 1.0f);
+    if (c->mla) {
+        d_v = d_k;
+    } else {
+        CUDA_OK(cudaMalloc(&d_v, (size_t)(num_pages * v_page) * 2));
+        fill_dev_bf16(d_v, (size_t)(num_pages * v_page), rng ^ 0x76, 1.0f);
+    }
+    for (int e = 0; e < extra; e++) {
+        int32_t pg = perm[(size_t)(c->B * ppseq + e)];
+        CUDA_OK(cudaMemset((char *)d_k + (size_t)(pg * k_page) * 2, 0xff, (size_t)k_page * 2));
+        if (!c->mla) CUDA_OK(cudaMemset((char *)d_v + (size_t)(pg * v_page) * 2, 0xff, (size_t)v_page * 2));
+    }
+    CUDA_OK(cudaMalloc((void **)&d_bt, bt.size() * 4));
+    CUDA_OK(cudaMalloc((void **)&d_used, (size_t)c->B * 4));
+    CUDA_OK(cudaMalloc((void **)&d_glob, (size_t)c->B * 4));
+    CUDA_OK(cudaMemcpy(d_bt, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_used, used.data(), (size_t)c->B * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_glob, glob.data(), (size_t)c->B * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize());
+    /* host copies of the validated sequences' pages (what the GPU really holds) */
+    for (int v = 0; v < nval; v++) {
+        vk[v].resize((size_t)(ppseq * k_page));
+        if (!c->mla) vv[v].resize((size_t)(ppseq * v_page));
+        for (int p = 0; p < ppseq; p++) {
+            int32_t pg = bt[(size_t)(vseq[v] * bt_stride + p)];
+            CUDA_OK(cudaMemcpy(vk[v].data() + p * k_page, (char *)d_k + (size_t)(pg * k_page) * 2,
+                               (size_t)k_page * 2, cudaMemcpyDeviceToHost));
+            if (!c->mla)
+                CUDA_OK(cudaMemcpy(vv[v].data() + p * v_page, (char *)d_v + (size_t)(pg * v_page) * 2,
+                                   (size_t)v_page * 2, cudaMemcpyDeviceToHost));
+        }
+    }
+    for (int q_len : c->qlens) {
+        const int total_q = c->B * q_len;
+        const int64_t q_elems = (int64_t)total_q * c->Hq * c->Dqk, o_elems = (int64_t)total_q * c->Hq * c->Dv,
+                      l_elems = (int64_t)total_q * c->Hq;
+        dcpattn_attn_desc d;
+        dcpattn_attn_plan *plan = NULL;
+        dcpattn_attn_args a;
+        dcpattn_status s;
+        std::vector<uint16_t> hq((size_t)q_elems), hout((size_t)o_elems), hout2((size_t)o_elems);
+        std::vector<float> hlse((size_t)l_elems), hlse2((size_t)l_elems);
+        std::vector<int32_t> cu((size_t)c->B + 1);
+        void *d_q, *d_out, *ws = NULL;
+        float *d_lse;
+        int32_t *d_cu;
+        size_t ws_bytes;
+        row r{};
+        r.key = std::string(c->id) + "/q" + std::to_string(q_len);
+        r.caseid = c->id;
+        r.order = c->order;
+        r.q_len = q_len;
+        r.us = r.us_min = r.us_max = r.gbps = r.tflops = r.pct_read = r.pct_gemm = NAN;
+        r.deterministic = -1;
+        r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
+        memset(&d, 0, sizeof d);
+        d.dtype = DCPATTN_BF16;
+        d.num_q_heads = c->Hq;
+        d.num_kv_heads = c->Hkv;
+        d.head_dim = c->Dqk;
+        d.head_dim_v = c->Dv;
+        d.page_size = c->page;
+        d.softmax_scale = (float)(1.0 / sqrt((double)c->Dqk));
+        d.dcp_world = c->W;
+        d.dcp_rank = c->r;
+        d.dcp_interleave = c->I;
+        d.max_batch = c->B;
+        d.max_q_len = q_len;
+        d.max_total_q = total_q;
+        d.max_seqlen_k = c->S;
+        s = dcpattn_attn_plan_create(ctx, &d, &plan);
+        if (s) {
+            std::string note = std::string("plan: ") + dcpattn_status_string(s) + ": " + dcpattn_last_error();
+            printf("%-6s FAIL  %s\n", r.key.c_str(), note.c_str());
+            r.status = c->mla && s == DCPATTN_STATUS_UNSUPPORTED ? "n/a" : "FAIL";
+            if (r.status == "FAIL") g_failures++;
+            r.note = note;
+            g_rows.push_back(r);
+            continue;
+        }
+        r.variant = dcpattn_attn_variant(plan);
+        r.splits = dcpattn_attn_num_splits(plan);
+        ws_bytes = dcpattn_attn_workspace_size(plan);
+        /* inputs */
+        ref_fill_uniform(hq.data(), q_elems, REF_BF16, 4.0, &rng); /* scores of std ~1.3: a peaked softmax */
+        for (int b = 0; b <= c->B; b++) cu[(size_t)b] = b * q_len;
+        CUDA_OK(cudaMalloc(&d_q, (size_t)q_elems * 2));
+        CUDA_OK(cudaMalloc(&d_out, (size_t)o_elems * 2));
+        CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)l_elems * 4));
+        CUDA_OK(cudaMalloc((void **)&d_cu, cu.size() * 4));
+        if (ws_bytes) CUDA_OK(cudaMalloc(&ws, ws_bytes));
+        CUDA_OK(cudaMemcpy(d_q, hq.data(), (size_t)q_elems * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(d_out, 0xff, (size_t)o_elems * 2)); /* poison: NaN */
+        CUDA_OK(cudaMemset(d_lse, 0xff, (size_t)l_elems * 4));
+        if (ws_bytes) CUDA_OK(cudaMemset(ws, 0xff, ws_bytes));
+        CUDA_OK(cudaDeviceSynchronize()); /* the legacy-stream memsets before the run on st */
+        memset(&a, 0, sizeof a);
+        a.batch = c->B;
+        a.q = d_q;
+        a.k_cache = d_k;
+        a.v_cache = d_v;
+        a.k_stride_h = c->Dqk;
+        a.k_stride_t = (int64_t)c->Hkv * c->Dqk;
+        a.k_stride_page = k_page;
+        if (c->mla) {
+            a.v_stride_h = a.k_stride_h;
+            a.v_stride_t = a.k_stride_t;
+            a.v_stride_page = a.k_stride_page;
+        } else {
+            a.v_stride_h = c->Dv;
+            a.v_stride_t = (int64_t)c->Hkv * c->Dv;
+            a.v_stride_page = v_page;
+        }
+        a.num_pages = num_pages;
+        a.block_table = d_bt;
+        a.block_table_stride = bt_stride;
+        a.cu_seqlens_q = d_cu;
+        a.seqused_k = d_used;
+        a.seqused_k_global = d_glob;
+        a.out = d_out;
+        a.lse = d_lse;
+        /* run once, check */
+        s = dcpattn_attn_run(plan, &a, ws, ws_bytes, st);
+        if (s) die("%s: attn_run: %s: %s", r.key.c_str(), dcpattn_status_string(s), dcpattn_last_error());
+        CUDA_OK(cudaStreamSynchronize(st));
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaMemcpy(hout.data(), d_out, (size_t)o_elems * 2, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(hlse.data(), d_lse, (size_t)l_elems * 4, cudaMemcpyDeviceToHost));
+        std::vector<ref_job> jobs;
+        {
+            const int nh = c->mla ? std::min(16, c->Hq) : group;
+            for (int v = 0; v < nval; v++)
+                for (int h0 = 0; h0 < c->Hq; h0 += nh)
+                    for (int lowp = 0; lowp < 2; lowp++) {
+                        ref_job j;
+                        j.c = c;
+                        j.q_len = q_len;
+                        j.vs = vseq[v];
+                        j.h0 = h0;
+                        j.nh = std::min(nh, c->Hq - h0);
+                        j.lowp = lowp;
+                        j.L = L;
+                        j.q = hq.data();
+                        j.q_row0 = vseq[v] * q_len;
+                        j.k = vk[v].data();
+                        j.v = c->mla ? vk[v].data() : vv[v].data();
+                        j.bt = ident.data();
+                        j.npages = ppseq;
+                        j.rc = 0;
+                        j.non_causal = 0;
+                        jobs.push_back(j);
+                    }
+        }
+        {
+            double t0 = now_s();
+            run_jobs(jobs);
+            bool ok = check_attn(c, jobs, hout.data(), hlse.data(), &r.err_out, &r.err_lse);
+            printf("%-6s %s  %s, %d splits; sequences %d and %d, all heads, vs CPU reference (%.1f s)\n"
+                   "       out: %s\n       lse: %s\n",
+                   r.key.c_str(), ok ? "PASS" : "FAIL", r.variant.c_str(), r.splits, vseq[0], vseq[nval - 1],
+                   now_s() - t0, r.err_out.c_str(), r.err_lse.c_str());
+            r.status = ok ? "PASS" : "FAIL";
+            if (!ok) {
+                g_failures++;
+                r.note = "validation failed: not timed";
+            }
+        }
+        if (r.status == "PASS") {
+            auto fn = [&]() {
+                dcpattn_status s2 = dcpattn_attn_run(plan, &a, ws, ws_bytes, st);
+                if (s2) die("%s: attn_run: %s: %s", r.key.c_str(), dcpattn_status_string(s2), dcpattn_last_error());
+            };
+            timing t = time_runs(fn, 3, g_iters, st);
+            const double kv = (double)c->B * c->S * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2;
+            const double part = r.splits > 1 ? 2.0 * r.splits * (double)l_elems * (c->Dv + 1) * 4 : 0;
+            r.bytes = kv + (double)q_elems * 2 + (double)o_elems * 2 + (double)l_elems * 4 + part;
+            r.flops = c->mla ? 2.0 * l_elems * c->S * (double)(c->Dqk + c->Dv) : 4.0 * l_elems * c->S * (double)c->Dqk;
+            r.us = t.med_us;
+            r.us_min = t.min_us;
+            r.us_max = t.max_us;
+            r.reps = t.reps;
+            r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
+            r.tflops = r.flops / (t.med_us * 1e-6) * 1e-12;
+            r.pct_read = 100.0 * r.gbps / g_read_gbps;
+            r.pct_gemm = 100.0 * r.tflops / g_gemm_tflops;
+            /* the output after all timed runs must be the same bits (a moving result is a race) */
+            CUDA_OK(cudaMemcpy(hout2.data(), d_out, (size_t)o_elems * 2, cudaMemcpyDeviceToHost));
+            CUDA_OK(cudaMemcpy(hlse2.data(), d_lse, (size_t)l_elems * 4, cudaMemcpyDeviceToHost));
+            r.deterministic = memcmp(hout.data(), hout2.data(), (size_t)o_elems * 2) == 0 &&
+                              memcmp(hlse.data(), hlse2.data(), (size_t)l_elems * 4) == 0;
+            if (!r.deterministic) {
+                std::string eo, el;
+                bool ok2 = check_attn(c, jobs, hout2.data(), hlse2.data(), &eo, &el);
+                printf("       WARNING: the output changed across runs (race?); re-check %s\n", ok2 ? "passes" : "FAILS");
+                if (!ok2) {
+                    g_failures++;
+                    r.status = "FAIL";
+                    r.note = "output after timing fails validation: " + eo + " / " + el;
+                }
+            }
+            printf("       %.1f us (min %.1f, max %.1f, %d runs), %.0f GB/s = %.1f%% of read ceiling, "
+                   "%.1f TFLOP/s = %.1f%% of GEMM\n",
+                   r.us, r.us_min, r.us_max, r.reps, r.gbps, r.pct_read, r.tflops, r.pct_gemm);
+        }
+        fflush(stdout);
+        g_rows.push_back(r);
+        CUDA_OK(cudaFree(d_q));
+        CUDA_OK(cudaFree(d_out));
+        CUDA_OK(cudaFree(d_lse));
+        CUDA_OK(cudaFree(d_cu));
+        if (ws) CUDA_OK(cudaFree(ws));
+        dcpattn_attn_plan_destroy(plan);
+    }
+    CUDA_OK(cudaFree(d_k));
+    if (!c->mla) CUDA_OK(cudaFree(d_v));
+    CUDA_OK(cudaFree(d_bt));
+    CUDA_OK(cudaFree(d_used));
+    CUDA_OK(cudaFree(d_glob));
+}
+
+/* ------------------------------------------------------------------ merge cases */
+
+struct merge_case {
+    const char *id;
+    int order, W, T, H, Dv;
+};
+
+static void merge_case_run(dcpattn_context *ctx, const merge_case *c, cudaStream_t st) {
+    const int64_t per = (int64_t)c->T * c->H * c->Dv, lper = (int64_t)c->T * c->H;
+    uint64_t rng = g_seed ^ (uint64_t)c->order * 0x9876543ull;
+    std::vector<uint16_t> ho((size_t)(per * c->W)), hout((size_t)per);
+    std::vector<float> hl((size_t)(lper * c->W)), hlo((size_t)lper);
+    std::vector<double> ro((size_t)per), rl((size_t)lper);
+    const void *o[DCPATTN_MAX_MERGE_STATES], *hop[DCPATTN_MAX_MERGE_STATES];
+    const float *l[DCPATTN_MAX_MERGE_STATES];
+    const void *hlp[DCPATTN_MAX_MERGE_STATES];
+    void *d_o, *d_out;
+    float *d_l, *d_lo;
+    dcpattn_merge_args m;
+    ref_merge_args rm;
+    row r{};
+    r.key = c->id;
+    r.caseid = c->id;
+    r.order = c->order;
+    r.q_len = 0;
+    r.variant = "merge_bf16_bf16";
+    r.splits = c->W;
+    r.us = r.us_min = r.us_max = r.gbps = r.tflops = r.pct_read = r.pct_gemm = NAN;
+    r.flops = NAN;
+    r.deterministic = -1;
+    r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
+    printf("\n== %s: merge W=%d T=%d H=%d Dv=%d, bf16 partials, fp32 LSE, bf16 out\n", c->id, c->W, c->T, c->H, c->Dv);
+    for (int64_t i = 0; i < lper * c->W; i++) {
+        double u = ref_rand_uniform(&rng);
+        hl[(size_t)i] = (i % 61 == 7) ? -INFINITY : (float)(4.0 * u); /* a few empty states */
+    }
+    CUDA_OK(cudaMalloc(&d_o, (size_t)(per * c->W) * 2));
+    CUDA_OK(cudaMalloc(&d_out, (size_t)per * 2));
+    CUDA_OK(cudaMalloc((void **)&d_l, (size_t)(lper * c->W) * 4));
+    CUDA_OK(cudaMalloc((void **)&d_lo, (size_t)lper * 4));
+    fill_dev_bf16(d_o, (size_t)(per * c->W), rng ^ 0x0e, 1.0f);
+    CUDA_OK(cudaMemcpy(d_l, hl.data(), (size_t)(lper * c->W) * 4, cudaMemcpyHostToDevice));
+    poison_empty<<<1024, 256>>>((uint16_t *)d_o, d_l, (size_t)(lper * c->W), c->Dv);
+    LAUNCH_OK();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(ho.data(), d_o, (size_t)(per * c->W) * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemset(d_out, 0xff, (size_t)per * 2));
+    CUDA_OK(cudaMemset(d_lo, 0xff, (size_t)lper * 4));
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < c->W; i++) {
+        o[i] = (char *)d_o + (size_t)(i * per) * 2;
+        l[i] = d_l + i * lper;
+        hop[i] = ho.data() + i * per;
+        hlp[i] = hl.data() + i * lper;
+    }
+    memset(&m, 0, sizeof m);
+    m.num_states = c->W;
+    m.rows = c->T;
+    m.heads = c->H;
+    m.head_dim = c->Dv;
+    m.in_dtype = DCPATTN_BF16;
+    m.out_dtype = DCPATTN_BF16;
+    m.o = o;
+    m.lse = l;
+    m.out = d_out;
+    m.lse_out = d_lo;
+    DC_OK(dcpattn_merge(ctx, &m, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(hout.data(), d_out, (size_t)per * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hlo.data(), d_lo, (size_t)lper * 4, cudaMemcpyDeviceToHost));
+    memset(&rm, 0, sizeof rm);
+    rm.num_states = c->W;
+    rm.rows = c->T;
+    rm.heads = c->H;
+    rm.head_dim = c->Dv;
+    rm.o = hop;
+    rm.o_type = REF_BF16;
+    rm.lse = hlp;
+    rm.lse_type = REF_FP32;
+    ref_merge(&rm, ro.data(), rl.data());
+    {
+        ref_err eo = ref_compare(ro.data(), hout.data(), REF_BF16, per);
+        ref_err el = ref_compare(rl.data(), hlo.data(), REF_FP32, lper);
+        bool ok = ref_err_ok(&eo, 1e-2, 8e-3) && ref_err_ok(&el, 1e-4, 1e-5);
+        r.err_out = ref_err_str(&eo);
+        r.err_lse = ref_err_str(&el);
+        r.status = ok ? "PASS" : "FAIL";
+        printf("%-6s %s  vs CPU reference (all rows)\n       out: %s\n       lse: %s\n", r.key.c_str(),
+               ok ? "PASS" : "FAIL", r.err_out.c_str(), r.err_lse.c_str());
+        if (!ok) {
+            g_failures++;
+            r.note = "validation failed: not timed";
+        }
+    }
+    if (r.status == "PASS") {
+        auto fn = [&]() { DC_OK(dcpattn_merge(ctx, &m, st)); };
+        timing t = time_runs(fn, 3, g_iters, st);
+        r.bytes = (double)c->W * (per * 2.0 + lper * 4.0) + per * 2.0 + lper * 4.0;
+        r.us = t.med_us;
+        r.us_min = t.min_us;
+        r.us_max = t.max_us;
+        r.reps = t.reps;
+        r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
+        r.pct_read = 100.0 * r.gbps / g_read_gbps;
+        std::vector<uint16_t> h2((size_t)per);
+        CUDA_OK(cudaMemcpy(h2.data(), d_out, (size_t)per * 2, cudaMemcpyDeviceToHost));
+        r.deterministic = memcmp(h2.data(), hout.data(), (size_t)per * 2) == 0;
+        if (!r.deterministic) printf("       WARNING: merge output changed across runs\n");
+        printf("       %.1f us (min %.1f, max %.1f, %d runs), %.0f GB/s = %.1f%% of read ceiling\n", r.us, r.us_min,
+               r.us_max, r.reps, r.gbps, r.pct_read);
+    }
+    fflush(stdout);
+    g_rows.push_back(r);
+    CUDA_OK(cudaFree(d_o));
+    CUDA_OK(cudaFree(d_out));
+    CUDA_OK(cudaFree(d_l));
+    CUDA_OK(cudaFree(d_lo));
+}
+
+/* ------------------------------------------------------------------ host cost */
+
+/* host seconds per call of fn, in batches so the GPU queue never fills (sync between) */
+static double host_cost_us(const std::function<void()> &fn, cudaStream_t st, int batches, int per_batch) {
+    double host = 0;
+    for (int i = 0; i < 3; i++) fn();
+    CUDA_OK(cudaStreamSynchronize(st));
+    std::vector<double> per;
+    for (int b = 0; b < batches; b++) {
+        double t0 = now_s();
+        for (int i = 0; i < per_batch; i++) fn();
+        double t1 = now_s();
+        per.push_back((t1 - t0) / per_batch);
+        host += t1 - t0;
+        CUDA_OK(cudaStreamSynchronize(st));
+    }
+    (void)host;
+    return median(per) * 1e6;
+}
+
+static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
+    /* a tiny case: one sequence, G1's heads, 1024 local tokens, q_len 1 */
+    const int B = 1, Hq = 64, Hkv = 8, D = 128, S = 1024, page = 16, npg = S / page;
+    dcpattn_attn_desc d;
+    dcpattn_attn_plan *plans[2];
+    dcpattn_attn_args a;
+    void *d_k, *d_v, *d_q, *d_out, *ws[2] = {NULL, NULL};
+    float *d_lse;
+    int32_t *d_bt, *d_cu, *d_used;
+    std::vector<int32_t> bt((size_t)npg), cu = {0, 1}, used = {S};
+    size_t wsb[2];
+    printf("\n== host cost: tiny case B=1 Hq=64 Hkv=8 D=128 S=1024 page 16 q_len 1 W=1\n");
+    for (int i = 0; i < npg; i++) bt[(size_t)i] = npg - 1 - i;
+    CUDA_OK(cudaMalloc(&d_k, (size_t)S * Hkv * D * 2));
+    CUDA_OK(cudaMalloc(&d_v, (size_t)S * Hkv * D * 2));
+    CUDA_OK(cudaMalloc(&d_q, (size_t)Hq * D * 2));
+    CUDA_OK(cudaMalloc(&d_out, (size_t)Hq * D * 2));
+    CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)Hq * 4));
+    CUDA_OK(cudaMalloc((void **)&d_bt, (size_t)npg * 4));
+    CUDA_OK(cudaMalloc((void **)&d_cu, 8));
+    CUDA_OK(cudaMalloc((void **)&d_used, 4));
+    fill_dev_bf16(d_k, (size_t)S * Hkv * D, g_seed ^ 1, 1.0f);
+    fill_dev_bf16(d_v, (size_t)S * Hkv * D, g_seed ^ 2, 1.0f);
+    fill_dev_bf16(d_q, (size_t)Hq * D, g_seed ^ 3, 1.0f);
+    CUDA_OK(cudaMemcpy(d_bt, bt.data(), (size_t)npg * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_cu, cu.data(), 8, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_used, used.data(), 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize());
+    memset(&d, 0, sizeof d);
+    d.dtype = DCPATTN_BF16;
+    d.num_q_heads = Hq;
+    d.num_kv_heads = Hkv;
+    d.head_dim = D;
+    d.page_size = page;
+    d.max_batch = B;
+    d.max_q_len = 1;
+    d.max_seqlen_k = S;
+    for (int i = 0; i < 2; i++) {
+        d.num_splits = i == 0 ? 0 : 1; /* 0: the heuristic; 1: one launch */
+        DC_OK(dcpattn_attn_plan_create(ctx, &d, &plans[i]));
+        wsb[i] = dcpattn_attn_workspace_size(plans[i]);
+        if (wsb[i]) CUDA_OK(cudaMalloc(&ws[i], wsb[i]));
+    }
+    g_host_splits = dcpattn_attn_num_splits(plans[0]);
+    memset(&a, 0, sizeof a);
+    a.batch = B;
+    a.q = d_q;
+    a.k_cache = d_k;
+    a.v_cache = d_v;
+    a.num_pages = npg;
+    a.block_table = d_bt;
+    a.cu_seqlens_q = d_cu;
+    a.seqused_k = d_used;
+    a.out = d_out;
+    a.lse = d_lse;
+    double host[2], eager[2], replay[2];
+    for (int i = 0; i < 2; i++) {
+        auto fn = [&]() {
+            dcpattn_status s = dcpattn_attn_run(plans[i], &a, ws[i], wsb[i], st);
+            if (s) die("host cost: attn_run: %s: %s", dcpattn_status_string(s), dcpattn_last_error());
+        };
+        host[i] = host_cost_us(fn, st, 20, 100);
+        /* GPU time per run, back to back: 200 eager runs, then 200 replays of a graph of one run */
+        cudaEvent_t e0, e1;
+        float ms;
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
+        CUDA_OK(cudaEventRecord(e0, st));
+        for (int k = 0; k < 200; k++) fn();
+        CUDA_OK(cudaEventRecord(e1, st));
+        CUDA_OK(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        eager[i] = ms * 1e3 / 200;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        {
+            dcpattn_status s = dcpattn_attn_run(plans[i], &a, ws[i], wsb[i], st);
+            if (s) {
+                cudaGraph_t junk;
+                cudaStreamEndCapture(st, &junk);
+                die("host cost: attn_run in capture: %s: %s", dcpattn_status_string(s), dcpattn_last_error());
+            }
+        }
+        CUDA_OK(cudaStreamEndCapture(st, &g));
+        CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+        for (int k = 0; k < 5; k++) CUDA_OK(cudaGraphLaunch(ge, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        CUDA_OK(cudaEventRecord(e0, st));
+        for (int k = 0; k < 200; k++) CUDA_OK(cudaGraphLaunch(ge, st));
+        CUDA_OK(cudaEventRecord(e1, st));
+        CUDA_OK(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        replay[i] = ms * 1e3 / 200;
+        if (i == 0) {
+            auto gl = [&]() { CUDA_OK(cudaGraphLaunch(ge, st)); };
+            g_graph_launch_us = host_cost_us(gl, st, 20, 100);
+            std::vector<double> w;
+            for (int k = 0; k < 100; k++) {
+                double t0 = now_s();
+                CUDA_OK(cudaGraphLaunch(ge, st));
+                CUDA_OK(cudaStreamSynchronize(st));
+                w.push_back((now_s() - t0) * 1e6);
+            }
+            g_graph_single_us = median(w);
+        }
+        CUDA_OK(cudaGraphExecDestroy(ge));
+        CUDA_OK(cudaGraphDestroy(g));
+        CUDA_OK(cudaEventDestroy(e0));
+        CUDA_OK(cudaEventDestroy(e1));
+    }
+    {
+        auto ek = [&]() {
+            empty_kernel<<<1, 32, 0, st>>>(NULL);
+            LAUNCH_OK();
+        };
+        g_host_empty_us = host_cost_us(ek, st, 20, 100);
+    }
+    g_host_call_us = host[0];
+    g_host_call1_us = host[1];
+    g_eager_us = eager[0];
+    g_eager1_us = eager[1];
+    g_graph_replay_us = replay[0];
+    g_graph1_replay_us = replay[1];
+    printf("dcpattn_attn_run host cost: %.2f us/call (%d splits: attention + merge), %.2f us/call (1 split); "
+           "empty kernel launch %.2f us\n",
+           host[0], g_host_splits, host[1], g_host_empty_us);
+    printf("GPU time per run, back to back: eager %.2f us, graph replay %.2f us (%d splits); eager %.2f us, "
+           "graph replay %.2f us (1 split)\n",
+           eager[0], replay[0], g_host_splits, eager[1], replay[1]);
+    printf("cudaGraphLaunch host cost %.2f us; one replay, launch to synchronize, %.2f us\n", g_graph_launch_us,
+           g_graph_single_us);
+    g_host_note = "tiny case B=1 Hq=64 Hkv=8 D=128 S=1024 page 16 q_len 1; host us = median over 20 batches of 100 "
+                  "calls (stream synchronized between batches)";
+    for (int i = 0; i < 2; i++) {
+        dcpattn_attn_plan_destroy(plans[i]);
+        if (ws[i]) CUDA_OK(cudaFree(ws[i]));
+    }
+    CUDA_OK(cudaFree(d_k));
+    CUDA_OK(cudaFree(d_v));
+    CUDA_OK(cudaFree(d_q));
+    CUDA_OK(cudaFree(d_out));
+    CUDA_OK(cudaFree(d_lse));
+    CUDA_OK(cudaFree(d_bt));
+    CUDA_OK(cudaFree(d_cu));
+    CUDA_OK(cudaFree(d_used));
+}
+
+/* ------------------------------------------------------------------ peers */
+
+static bool jfield_str(const std::string &line, const char *key, std::string *out) {
+    std::string pat = std::string("\"") + key + "\":\"";
+    size_t p = line.find(pat);
+    if (p == std::string::npos) return false;
+    p += pat.size();
+    size_t e = line.find('"', p);
+    if (e == std::string::npos) return false;
+    *out = line.substr(p, e - p);
+    return true;
+}
+static bool jfield_num(const std::string &line, const char *key, double *out) {
+    std::string pat = std::string("\"") + key + "\":";
+    size_t p = line.find(pat);
+    if (p == std::string::npos) return false;
+    const char *s = line.c_str() + p + pat.size();
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s) return false;
+    *out = v;
+    return true;
+}
+
+static void run_peers(const std::string &script, int budget, const std::string &only) {
+    if (access(script.c_str(), R_OK)) {
+        g_peer_note = "peers: " + script + " not found";
+        printf("\n%s\n", g_peer_note.c_str());
+        return;
+    }
+    if (system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1")) {
+        g_peer_note = "peers: skipped (python3 cannot import torch, or torch sees no CUDA device)";
+        printf("\n%s\n", g_peer_note.c_str());
+        return;
+    }
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "timeout %d python3 '%s' --budget %d --seed %llu%s%s", budget + 60, script.c_str(),
+             budget, (unsigned long long)(g_seed & 0xffffffffu), only.empty() ? "" : " --only ", only.c_str());
+    printf("\n== peers: %s\n", cmd);
+    fflush(stdout);
+    double t0 = now_s();
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        g_peer_note = "peers: popen failed";
+        return;
+    }
+    char buf[8192];
+    while (fgets(buf, sizeof buf, p)) {
+        std::string line(buf);
+        while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+        if (line.empty() || line[0] != '{') {
+            printf("  peers| %s\n", line.c_str());
+            continue;
+        }
+        g_peer_lines.push_back(line);
+        std::string key, peer, status;
+        double us = NAN;
+        if (!jfield_str(line, "case", &key) || !jfield_str(line, "peer", &peer)) {
+            printf("  peers| %s\n", line.c_str());
+            continue;
+        }
+        jfield_str(line, "status", &status);
+        jfield_num(line, "us", &us);
+        if (status == "ok") {
+            double gbps = NAN;
+            jfield_num(line, "gbps", &gbps);
+            printf("  peer %-6s %-6s %10.1f us %8.0f GB/s\n", key.c_str(), peer.c_str(), us, gbps);
+            for (row &r : g_rows)
+                if (r.key == key) {
+                    if (peer == "flex") r.peer_flex_us = us;
+                    else if (peer == "sdpa") r.peer_sdpa_us = us;
+                    else if (peer == "eager") r.peer_eager_us = us;
+                }
+        } else {
+            std::string why;
+            jfield_str(line, "reason", &why);
+            printf("  peer %-6s %-6s %s: %s\n", key.c_str(), peer.c_str(), status.c_str(), why.c_str());
+        }
+    }
+    int rc = pclose(p);
+    char note[200];
+    snprintf(note, sizeof note, "peers: exit status %d after %.1f s", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+             now_s() - t0);
+    g_peer_note = note;
+    printf("%s\n", note);
+}
+
+/* ------------------------------------------------------------------ table */
+
+static std::string fmt(const char *f, double v) {
+    char b[64];
+    if (!std::isfinite(v)) return "-";
+    snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+static void print_table(void) {
+    std::vector<row> rows = g_rows;
+    std::stable_sort(rows.begin(), rows.end(), [](const row &x, const row &y) {
+        return x.order != y.order ? x.order < y.order : x.q_len < y.q_len;
+    });
+    printf("\nceilings: HBM read %.0f GB/s (%s); bf16 GEMM %.1f TFLOP/s\n", g_read_gbps, g_read_cfg.c_str(),
+           g_gemm_tflops);
+    if (g_host_call_us >= 0)
+        printf("host: dcpattn_attn_run %.2f us/call (%d splits), %.2f us/call (1 split), empty launch %.2f us; "
+               "graph replay %.2f us GPU (%d splits), %.2f us (1 split)\n",
+               g_host_call_us, g_host_splits, g_host_call1_us, g_host_empty_us, g_graph_replay_us, g_host_splits,
+               g_graph1_replay_us);
+    printf("peer columns: peer time / dcpattn time (> 1: dcpattn faster; same bytes, so = GB/s ratio)\n\n");
+    printf("%-7s %-5s %-26s %6s %10s %10s %7s %8s %7s %6s %6s %6s\n", "case", "check", "variant", "splits",
+           "median_us", "GB/s", "%read", "TFLOP/s", "%gemm", "flex", "sdpa", "eager");
+    for (const row &r : rows) {
+        if (r.status == "n/a") {
+            printf("%-7s %-5s %s\n", r.key.c_str(), r.status.c_str(), r.note.c_str());
+            continue;
+        }
+        printf("%-7s %-5s %-26s %6d %10s %10s %7s %8s %7s %6s %6s %6s\n", r.key.c_str(), r.status.c_str(),
+               r.variant.c_str(), r.splits, fmt("%.1f", r.us).c_str(), fmt("%.0f", r.gbps).c_str(),
+               fmt("%.1f%%", r.pct_read).c_str(), fmt("%.1f", r.tflops).c_str(), fmt("%.1f%%", r.pct_gemm).c_str(),
+               fmt("%.2fx", r.peer_flex_us / r.us).c_str(), fmt("%.2fx", r.peer_sdpa_us / r.us).c_str(),
+               fmt("%.2fx", r.peer_eager_us / r.us).c_str());
+    }
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ CPU self-test */
+
+/* Without a GPU: the validation path itself. A fake "device output" (the bf16-math reference,
+   rounded to bf16) must pass; one computed without the causal mask must fail. */
+static int cpu_selftest(void) {
+    const attn_case c = {"T", 0, 0, 3, 8, 2, 64, 64, 256, 16, 4, 1, 2, {3}};
+    const int64_t L = pick_L(c.S, c.W, c.r, c.I);
+    const int ppseq = c.S / c.page, q_len = 3, total_q = c.B * q_len;
+    const int64_t k_page = (int64_t)c.page * c.Hkv * c.Dqk;
+    const int vseq[2] = {0, c.B - 1};
+    uint64_t rng = 42;
+    std::vector<uint16_t> hq((size_t)total_q * c.Hq * c.Dqk), kv[2], vv[2];
+    std::vector<int32_t> ident((size_t)ppseq);
+    int fails = 0;
+    for (int i = 0; i < ppseq; i++) ident[(size_t)i] = i;
+    ref_fill_uniform(hq.data(), (int64_t)hq.size(), REF_BF16, 4.0, &rng);
+    for (int v = 0; v < 2; v++) {
+        kv[v].resize((size_t)(ppseq * k_page));
+        vv[v].resize((size_t)(ppseq * k_page));
+        ref_fill_uniform(kv[v].data(), (int64_t)kv[v].size(), REF_BF16, 1.0, &rng);
+        ref_fill_uniform(vv[v].data(), (int64_t)vv[v].size(), REF_BF16, 1.0, &rng);
+    }
+    for (int wrong = 0; wrong < 2; wrong++) {
+        std::vector<ref_job> jobs, fake;
+        std::vector<uint16_t> hout((size_t)total_q * c.Hq * c.Dv, 0x7fc0);
+        std::vector<float> hlse((size_t)total_q * c.Hq, NAN);
+        for (int v = 0; v < 2; v++)
+            for (int h0 = 0; h0 < c.Hq; h0 += c.Hq / c.Hkv)
+                for (int lowp = 0; lowp < 2; lowp++) {
+                    ref_job j;
+                    j.c = &c;
+                    j.q_len = q_len;
+                    j.vs = vseq[v];
+                    j.h0 = h0;
+                    j.nh = c.Hq / c.Hkv;
+                    j.lowp = lowp;
+                    j.non_causal = 0;
+                    j.L = L;
+                    j.q = hq.data();
+                    j.q_row0 = vseq[v] * q_len;
+                    j.k = kv[v].data();
+                    j.v = vv[v].data();
+                    j.bt = ident.data();
+                    j.npages = ppseq;
+                    j.rc = 0;
+                    jobs.push_back(j);
+                    if (lowp) {
+                        j.non_causal = wrong;
+                        fake.push_back(j);
+                    }
+                }
+        run_jobs(jobs);
+        run_jobs(fake);
+        for (const ref_job &f : fake)
+            for (int i = 0; i < q_len; i++)
+                for (int h = 0; h < f.nh; h++) {
+                    int64_t t = f.q_row0 + i;
+                    for (int d = 0; d < c.Dv; d++)
+                        hout[(size_t)((t * c.Hq + f.h0 + h) * c.Dv + d)] =
+                            ref_float_to_bf16((float)f.out[(size_t)((i * f.nh + h) * c.Dv + d)]);
+                    hlse[(size_t)(t * c.Hq + f.h0 + h)] = (float)f.lse[(size_t)(i * f.nh + h)];
+                }
+        std::string eo, el;
+        bool ok = check_attn(&c, jobs, hout.data(), hlse.data(), &eo, &el);
+        printf("self-test (%s output): %s\n  out: %s\n  lse: %s\n", wrong ? "unmasked, must fail" : "bf16 math, must pass",
+               ok ? "passes" : "fails", eo.c_str(), el.c_str());
+        if (ok == (wrong != 0)) fails++;
+    }
+    printf("self-test: %s\n", fails ? "WRONG" : "ok");
+    return fails ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static bool wanted(const std::string &only, const char *id) {
+    if (only.empty()) return true;
+    std::string s = "," + only + ",";
+    return s.find(std::string(",") + id + ",") != std::string::npos;
+}
+
+int main(int argc, char **argv) {
+    std::string only, script;
+    int peers = 1, budget = 100, count = 0;
+    g_seed = (uint64_t)time(NULL) * 2654435761u;
+#ifdef DCPATTN_DATA_DIR
+    script = std::string(DCPATTN_DATA_DIR) + "/examples/bench_peers.py";
+#else
+    script = "examples/bench_peers.py";
+#endif
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto val = [&]() -> const char * {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bench: %s needs a value\n", a.c_str());
+                exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--json") g_json_path = val();
+        else if (a == "--only") only = val();
+        else if (a == "--iters") g_iters = std::max(20, atoi(val()));
+        else if (a == "--seed") g_seed = strtoull(val(), NULL, 0);
+        else if (a == "--no-peers") peers = 0;
+        else if (a == "--peers-budget") budget = atoi(val());
+        else if (a == "--peers-script") script = val();
+        else if (a == "--selftest-cpu") return cpu_selftest();
+        else {
+            fprintf(stderr,
+                    "usage: bench [--json FILE] [--only G1,G2,M1,M2,R1,R2,HOST] [--iters N>=20] [--seed N] "
+                    "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n");
+            return 2;
+        }
+    }
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        fprintf(stderr, "bench: no CUDA device (%s): the benchmark needs a GPU; checking the validation path "
+                        "on the CPU instead\n",
+                cudaGetErrorString(cudaGetDeviceCount(&count)));
+        cpu_selftest();
+        return 2;
+    }
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaFree(0));
+    {
+        cudaDeviceProp pr;
+        CUDA_OK(cudaGetDeviceProperties(&pr, 0));
+        g_num_sms = pr.multiProcessorCount;
+        char b[400];
+        snprintf(b, sizeof b, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB", pr.name, pr.major, pr.minor, g_num_sms,
+                 (double)pr.totalGlobalMem / (1 << 30), pr.l2CacheSize >> 20);
+        g_device = b;
+    }
+    printf("dcpattn %s bench on %s; seed %llu\n", dcpattn_version(), g_device.c_str(), (unsigned long long)g_seed);
+    fflush(stdout);
+    double t_start = now_s();
+    measure_read_ceiling();
+    measure_gemm_ceiling();
+    fflush(stdout);
+
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    cudaStream_t st;
+    memset(&cd, 0, sizeof cd);
+    DC_OK(dcpattn_context_create(&cd, &ctx));
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+    const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}};
+    const attn_case G2 = {"G2", 2, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}};
+    /* M1: DESIGN.md gives W=8 and no rank or interleave: rank 0, I = 1 here. M2: W = 1. */
+    const attn_case M1 = {"M1", 3, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}};
+    const attn_case M2 = {"M2", 4, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}};
+    const merge_case R1 = {"R1", 5, 8, 256, 128, 512};
+    const merge_case R2 = {"R2", 6, 4, 4096, 64, 128};
+
+    if (wanted(only, "G1")) attn_case_run(ctx, &G1, st);
+    if (wanted(only, "G2")) attn_case_run(ctx, &G2, st);
+    if (wanted(only, "R1")) merge_case_run(ctx, &R1, st);
+    if (wanted(only, "R2")) merge_case_run(ctx, &R2, st);
+    if (wanted(only, "HOST")) host_cost_run(ctx, st);
+    /* MLA last: a kernel under construction that faults would take the CUDA context with it */
+    if (wanted(only, "M1")) attn_case_run(ctx, &M1, st);
+    if (wanted(only, "M2")) attn_case_run(ctx, &M2, st);
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaStreamDestroy(st));
+    dcpattn_context_destroy(ctx);
+    printf("\ndcpattn part done in %.1f s\n", now_s() - t_start);
+
+    if (peers) {
+        std::string po;
+        for (const char *id : {"G1", "G2", "M1", "M2", "R1", "R2"})
+            if (wanted(only, id)) po += std::string(po.empty() ? "" : ",") + id;
+        if (!po.empty()) run_peers(script, budget, only.empty() ? std::string() : po);
+    } else {
+        g_peer_note = "peers: disabled (--no-peers)";
+    }
+    write_json();
+    printf("total %.1f s; %d validation failure%s\n", now_s() - t_start, g_failures, g_failures == 1 ? "" : "s");
+    print_table();
+    return g_failures ? 1 : 0;
+}
