@@ -1151,7 +1151,8 @@ static bool jfield_num(const std::string &line, const char *key, double *out) {
     return true;
 }
 
-static void run_peers(const std::string &script, int budget, const std::string &only) {
+static void run_peers(std::string script, int budget, const std::string &only) {
+    if (access(script.c_str(), R_OK) && !access("examples/bench_peers.py", R_OK)) script = "examples/bench_peers.py";
     if (access(script.c_str(), R_OK)) {
         g_peer_note = "peers: " + script + " not found";
         printf("\n%s\n", g_peer_note.c_str());
