@@ -1700,6 +1700,8 @@ struct dcpattn_attn_plan {
 };
 
 static int dcpattn__gqa_head_dim_ok(int d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
+/* MLA (DeepSeek absorbed decode): Dqk 576, Dv 512, V = the first 512 channels of the K row. */
+static int dcpattn__is_mla(const dcpattn_attn_desc *d) { return d->head_dim == 576 && d->head_dim_v == 512; }
 
 static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpattn_attn_desc *d) {
     int64_t t;
@@ -1722,15 +1724,20 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     if (d->head_dim < 1 || d->head_dim_v < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: head_dim = %d, head_dim_v = %d (must be >= 1)",
                              d->head_dim, d->head_dim_v);
-    if (d->head_dim == 576 && d->head_dim_v == 512)
-        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: the MLA family (head_dim 576/512) is not available yet");
-    if (d->head_dim != d->head_dim_v || !dcpattn__gqa_head_dim_ok(d->head_dim))
-        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                             "attn: head_dim = %d, head_dim_v = %d (GQA needs equal dims of 64, 96, 128, 192 or 256)",
-                             d->head_dim, d->head_dim_v);
-    if (d->num_q_heads / d->num_kv_heads > 64)
-        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most 64)",
-                             d->num_q_heads / d->num_kv_heads);
+    if (dcpattn__is_mla(d)) {
+        if (d->num_kv_heads != 1 || d->num_q_heads > 128)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: MLA (head_dim 576/512) needs num_kv_heads = 1 and num_q_heads <= 128, got %d and %d",
+                                 d->num_kv_heads, d->num_q_heads);
+    } else {
+        if (d->head_dim != d->head_dim_v || !dcpattn__gqa_head_dim_ok(d->head_dim))
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: head_dim = %d, head_dim_v = %d (GQA needs equal dims of 64, 96, 128, 192 or 256; MLA 576/512)",
+                                 d->head_dim, d->head_dim_v);
+        if (d->num_q_heads / d->num_kv_heads > 64)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most 64)",
+                                 d->num_q_heads / d->num_kv_heads);
+    }
     if (d->page_size < 1 || d->page_size > 256)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
     if (d->softmax_scale == 0.0f)
@@ -1820,6 +1827,11 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
         !dcpattn__default_stride(&a->lse_stride_h, 1, 1) ||
         !dcpattn__default_stride(&a->lse_stride_t, hq, a->lse_stride_h))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: a default stride overflows (a head or token stride is too large)");
+    if (dcpattn__is_mla(d) && !in->v_stride_h && !in->v_stride_t && !in->v_stride_page) {
+        a->v_stride_h = a->k_stride_h; /* MLA: V is the K row's first 512 channels */
+        a->v_stride_t = a->k_stride_t;
+        a->v_stride_page = a->k_stride_page;
+    }
     min_bt = ((int64_t)d->max_seqlen_k + d->page_size - 1) / d->page_size;
     if (!a->block_table_stride) a->block_table_stride = min_bt;
     if (a->batch == 0)
@@ -1835,6 +1847,10 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__REQUIRE(seqused_k)
     DCPATTN__REQUIRE(out)
 #undef DCPATTN__REQUIRE
+    if (dcpattn__is_mla(d) && (a->v_cache != a->k_cache || a->v_stride_page != a->k_stride_page ||
+                               a->v_stride_t != a->k_stride_t || a->v_stride_h != a->k_stride_h))
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: MLA reads V from the K rows: v_cache must equal k_cache, with the same strides");
     if (d->dcp_world > 1 && !a->seqused_k_global)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: seqused_k_global is NULL with dcp_world = %d",
                              d->dcp_world);
@@ -1937,17 +1953,35 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
     return DCPATTN_STATUS_SUCCESS;
 }
 
-/* Split-KV count: enough CTAs to fill the GPU about twice, never splits shorter than four
-   KV tiles, at most what one merge takes. */
-static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, int kv_tile) {
-    int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles;
-    int64_t want = (2 * (int64_t)num_sms + base - 1) / base;
-    int64_t most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
-    if (want > most)
-        want = most;
-    if (want > DCPATTN_MAX_MERGE_STATES)
-        want = DCPATTN_MAX_MERGE_STATES;
-    return want < 1 ? 1 : (int)want;
+/* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
+   within 85 % of the best, where a wave is num_sms times the CTAs one SM holds (from the
+   variant's shared memory and registers); never splits shorter than four KV tiles. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
+    const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64;
+    int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
+    int per_sm = (228 * 1024) / (v->smem + 1024), best_s = 1;
+    double eff[DCPATTN_MAX_MERGE_STATES + 1], best = 0;
+    if (v->registers > 0 && 65536 / (v->registers * v->threads) < per_sm)
+        per_sm = 65536 / (v->registers * v->threads);
+    if (2048 / v->threads < per_sm)
+        per_sm = 2048 / v->threads;
+    if (per_sm < 1)
+        per_sm = 1;
+    most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
+    if (most > DCPATTN_MAX_MERGE_STATES)
+        most = DCPATTN_MAX_MERGE_STATES;
+    for (s = 1; s <= most; s++) {
+        int64_t slots = (int64_t)num_sms * per_sm, tiles = base * s, waves = (tiles + slots - 1) / slots;
+        eff[s] = (double)tiles / (double)(waves * slots);
+        if (eff[s] > best)
+            best = eff[s];
+    }
+    for (s = 1; s <= most; s++)
+        if (eff[s] >= 0.85 * best) {
+            best_s = (int)s;
+            break;
+        }
+    return best_s;
 }
 
 dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
@@ -1976,7 +2010,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
         p->num_splits = p->d.num_splits ? p->d.num_splits
                                          : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
-                                                                p->row_tiles, p->attn->kv_tile > 0 ? p->attn->kv_tile : 64);
+                                                                p->row_tiles, p->attn);
         if (p->num_splits > 1) {
             char mname[64];
             s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);

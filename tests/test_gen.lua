@@ -119,7 +119,7 @@ end
 -- ===================================== names and specs ======================================
 local defaults = dcpattn.default_set()
 do
-    check(#defaults > 0 and #defaults <= 50, "default set has %d variants", #defaults)
+    check(#defaults > 0 and #defaults <= 64, "default set has %d variants", #defaults)
     local seen, ngqa = {}, 0
     for i, n in ipairs(defaults) do
         check(not seen[n], "duplicate default name %s", n)
@@ -211,7 +211,7 @@ do -- bad specs: compiler-style messages naming the problem
         { "", "empty variant name" },
         { "merge_bf16", "2 fields" },
         { "merge_bf16_int4", "unknown output dtype 'int4'" },
-        { "mla_bf16_h128_m64", "not implemented yet" },
+        { "mla_bf16_h256_m64", "256" },
     }
     for _, c in ipairs(bad) do
         local spec, err = dcpattn.parse(c[1])
@@ -268,7 +268,7 @@ do
         { { hkv = 0 }, "hkv" },
         { { dv = 64 }, "equal head dims" },
         { { dqk = 100, dv = 100 }, "head dim 100" },
-        { { dqk = 576, dv = 512, hkv = 1 }, "not implemented yet" },
+        { { dqk = 576, dv = 512, hkv = 2, hq = 128 }, "hkv" },
         { { hq = 128, hkv = 1 }, "group" },
         { { page_size = 512 }, "page_size" },
         { { max_q_len = -1 }, "max_q_len" },
