@@ -108,8 +108,14 @@ test: deps aot $(CPU_TESTS) $(GPU_TESTS) $(FUZZ_BIN)
 test-gpu: aot $(GPU_TESTS)
 	$(Q)$(BUILD)/test_gpu
 
+# the benchmark is CUDA C++ (its ceiling kernel and cuBLAS GEMM), built with nvcc
+$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h | $(BUILD)
+	@echo "  NVCC    $@"
+	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
+	  $< -o $@ $(HOSTLIBS) -lcublas
+
 bench: aot $(BUILD)/bench
-	$(Q)$(BUILD)/bench
+	$(Q)$(BUILD)/bench --json $(BUILD)/bench.json
 
 # ---- install ----
 install: aot
