@@ -11,6 +11,7 @@
 
 PREFIX   ?= /usr/local
 ARCH     ?= sm_90a
+AOT_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CUDA     ?= /usr/local/cuda
 BUILD    ?= build
 LUA      ?= lua5.4
@@ -80,7 +81,7 @@ $(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD)
 
 $(BUILD)/aot.stamp: $(BUILD)/gen.stamp $(BUILD)/aot_build
 	@echo "  NVRTC   $(BUILD)/aot ($(ARCH))"
-	$(Q)$(BUILD)/aot_build --arch $(ARCH) --out $(BUILD)/aot --check-rendered $(BUILD)/gen -j 2
+	$(Q)$(BUILD)/aot_build --arch $(ARCH) --out $(BUILD)/aot --check-rendered $(BUILD)/gen -j $(AOT_JOBS)
 	$(Q)touch $@
 
 aot: deps $(BUILD)/aot.stamp
