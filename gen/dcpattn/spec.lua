@@ -9,6 +9,7 @@ local concat, sort = table.concat, table.sort
 local util = require "dcpattn.util"
 
 local FAMILIES = {
+    combine = require "dcpattn.combine",
     gqa = require "dcpattn.gqa",
     merge = require "dcpattn.merge",
     mla = require "dcpattn.mla",

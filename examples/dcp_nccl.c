@@ -1,0 +1,433 @@
+/* dcp_nccl — decode context parallelism over NCCL, end to end, one process per GPU.
+
+   The parent makes an NCCL unique id (ncclGetUniqueId, dlopen'd: no NCCL headers needed) and
+   forks W children; child r takes GPU r, joins the communicator and
+     1. holds its interleaved shard (any I) of a paged KV cache (tests/ref.h ref_shard_build;
+        unused slots are NaN) and all H query heads of a batch with q_len tokens per
+        sequence (vLLM all-gathers Q heads over the DCP group; here every rank builds the
+        same Q);
+     2. runs local attention with the DCP mask (dcpattn_attn_plan_create / dcpattn_attn_run,
+        dcp_world/rank/interleave), writing o and lse head-major unless --std-layout;
+     3. combines the W partial states with dcpattn_dcp_combine over the chosen transport and
+        layout, waits with dcpattn_dcp_wait (a timeout, never a hang), and checks the result
+        against single-GPU attention over the unsharded cache (CPU reference, double);
+     4. checks the combine alone on synthetic partial states (the CPU reference of its own
+        shard), so the combine is verified even where the attention kernel is not;
+     5. with --bench N: times each transport against raw NCCL exchanges of the same bytes
+        (a send/recv all-to-all and an all-gather), median of N, and rank 0 prints it.
+   W = 1 runs on one GPU (a 1-rank communicator).
+
+   usage: dcp_nccl [-W n] [-I n] [--q-len n] [--batch n] [--len L] [--transport a2a|ag_rs]
+                   [--layout scatter|replicate] [--heads Hq] [--kv-heads Hkv] [--std-layout]
+                   [--bench N] */
+#define DCPATTN_IMPLEMENTATION
+#include "dcpattn.h"
+#ifndef DCPATTN_COMBINE_IN_HEADER
+#include "dcpattn_combine.inc.h"
+#endif
+
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "ref.h"
+
+#define CUDA_OK(x)                                                                              \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #x,         \
+                    cudaGetErrorString(e_));                                                    \
+            _exit(2);                                                                           \
+        }                                                                                       \
+    } while (0)
+#define DC_OK(x)                                                                                \
+    do {                                                                                        \
+        dcpattn_status s_ = (x);                                                                \
+        if (s_) {                                                                               \
+            fprintf(stderr, "rank %d: %s:%d: %s: %s: %s\n", g_rank, __FILE__, __LINE__, #x,     \
+                    dcpattn_status_string(s_), dcpattn_last_error());                           \
+            _exit(2);                                                                           \
+        }                                                                                       \
+    } while (0)
+
+/* ---- the few NCCL entry points the caller (not the library) needs ---- */
+typedef struct { char internal[128]; } nccl_uid; /* ncclUniqueId */
+static struct {
+    int (*GetUniqueId)(nccl_uid *);
+    int (*CommInitRank)(dcpattn_nccl_comm *, int, nccl_uid, int);
+    int (*CommDestroy)(dcpattn_nccl_comm);
+    int (*GroupStart)(void);
+    int (*GroupEnd)(void);
+    int (*Send)(const void *, size_t, int, int, dcpattn_nccl_comm, cudaStream_t);
+    int (*Recv)(void *, size_t, int, int, dcpattn_nccl_comm, cudaStream_t);
+    int (*AllGather)(const void *, void *, size_t, int, dcpattn_nccl_comm, cudaStream_t);
+    const char *(*GetErrorString)(int);
+} nccl;
+enum { NCCL_UINT8 = 1 };
+
+static int g_rank = -1;
+
+static int nccl_load(void) {
+    void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL), *p;
+    if (!lib) {
+        fprintf(stderr, "dcp_nccl: dlopen(libnccl.so.2): %s\n", dlerror());
+        return -1;
+    }
+#define LOAD(field, sym)                                                         \
+    if (!(p = dlsym(lib, sym))) {                                                \
+        fprintf(stderr, "dcp_nccl: libnccl lacks %s\n", sym);                    \
+        return -1;                                                               \
+    }                                                                            \
+    memcpy(&nccl.field, &p, sizeof p);
+    LOAD(GetUniqueId, "ncclGetUniqueId")
+    LOAD(CommInitRank, "ncclCommInitRank")
+    LOAD(CommDestroy, "ncclCommDestroy")
+    LOAD(GroupStart, "ncclGroupStart")
+    LOAD(GroupEnd, "ncclGroupEnd")
+    LOAD(Send, "ncclSend")
+    LOAD(Recv, "ncclRecv")
+    LOAD(AllGather, "ncclAllGather")
+    LOAD(GetErrorString, "ncclGetErrorString")
+#undef LOAD
+    return 0;
+}
+
+typedef struct opts {
+    int W, I, q_len, batch, len, hq, hkv, transport, layout, std_layout, bench;
+} opts;
+
+enum { D = 128, PAGE = 16 };
+
+/* device copy of a host buffer */
+static void *up(const void *h, size_t n) {
+    void *d;
+    CUDA_OK(cudaMalloc(&d, n ? n : 16));
+    if (n) CUDA_OK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static double median(double *v, int n) {
+    int i, j;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n ? v[n / 2] : 0;
+}
+
+typedef struct combine_io {
+    dcpattn_dcp_combine_args a;
+    void *out;
+    float *lse_out;
+} combine_io;
+
+/* compare the combine's output (this rank's heads) with the dense reference */
+static int check(const opts *o, const char *what, const combine_io *c, const double *ref_out, const double *ref_lse,
+                 int T) {
+    const int hout = o->layout == DCPATTN_DCP_SCATTER ? o->hq / o->W : o->hq;
+    const int h0 = o->layout == DCPATTN_DCP_SCATTER ? g_rank * hout : 0;
+    uint16_t *h = (uint16_t *)malloc((size_t)T * hout * D * 2);
+    float *hl = (float *)malloc((size_t)T * hout * 4);
+    double *r = (double *)malloc((size_t)T * hout * D * 8), *rl = (double *)malloc((size_t)T * hout * 8);
+    ref_err e, el;
+    int t, k, ok;
+    CUDA_OK(cudaMemcpy(h, c->out, (size_t)T * hout * D * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hl, c->lse_out, (size_t)T * hout * 4, cudaMemcpyDeviceToHost));
+    for (t = 0; t < T; t++)
+        for (k = 0; k < hout; k++) {
+            memcpy(r + ((size_t)t * hout + k) * D, ref_out + ((size_t)t * o->hq + h0 + k) * D, D * 8);
+            rl[(size_t)t * hout + k] = ref_lse[(size_t)t * o->hq + h0 + k];
+        }
+    e = ref_compare(r, h, REF_BF16, (int64_t)T * hout * D);
+    el = ref_compare(rl, hl, REF_FP32, (int64_t)T * hout);
+    ok = ref_err_ok(&e, 2e-2, 1e-2) && ref_err_ok(&el, 2e-3, 1e-4);
+    printf("rank %d: %-44s out %s", g_rank, what, ref_err_str(&e));
+    printf("  lse %s  %s\n", ref_err_str(&el), ok ? "ok" : "FAIL");
+    free(h), free(hl), free(r), free(rl);
+    return ok;
+}
+
+static int child(const opts *o, nccl_uid id) {
+    const int W = o->W, r = g_rank, B = o->batch, ql = o->q_len, Hq = o->hq, Hkv = o->hkv, T = B * ql;
+    const int hout = o->layout == DCPATTN_DCP_SCATTER ? Hq / W : Hq;
+    uint64_t rng = 20240601;
+    int64_t *Lg = (int64_t *)malloc(sizeof(int64_t) * (size_t)B);
+    uint16_t **kg = (uint16_t **)malloc(sizeof(void *) * (size_t)B), **vg = (uint16_t **)malloc(sizeof(void *) * (size_t)B);
+    uint16_t *q = (uint16_t *)malloc((size_t)T * Hq * D * 2);
+    int32_t *cu = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B + 1));
+    double *ref_out = (double *)malloc((size_t)T * Hq * D * 8), *ref_lse = (double *)malloc((size_t)T * Hq * 8);
+    ref_attn_params rp;
+    ref_shard_params sp;
+    ref_shard sh;
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    dcpattn_attn_desc ad;
+    dcpattn_attn_args aa;
+    dcpattn_attn_plan *plan;
+    dcpattn_nccl_comm comm;
+    cudaStream_t st;
+    combine_io c;
+    void *d_o, *attn_ws = NULL, *cws = NULL;
+    float *d_lse;
+    size_t ws = 0, cws_bytes = 0;
+    int b, i, maxlocal = 0, ok = 1, rc;
+    int64_t o_st, o_sh, l_st, l_sh;
+
+    CUDA_OK(cudaSetDevice(r));
+    CUDA_OK(cudaFree(0));
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if ((rc = nccl.CommInitRank(&comm, W, id, r)) != 0) {
+        fprintf(stderr, "rank %d: ncclCommInitRank: %s\n", r, nccl.GetErrorString(rc));
+        return 2;
+    }
+
+    /* the same global problem on every rank */
+    cu[0] = 0;
+    for (b = 0; b < B; b++) {
+        Lg[b] = o->len + 97 * b + (b % 2) * 5;
+        if (b == B - 1 && B > 1) Lg[b] = ql + 1; /* a short sequence: some ranks hold none of it */
+        kg[b] = (uint16_t *)malloc((size_t)Lg[b] * Hkv * D * 2);
+        vg[b] = (uint16_t *)malloc((size_t)Lg[b] * Hkv * D * 2);
+        ref_fill_uniform(kg[b], Lg[b] * Hkv * D, REF_BF16, 1.0, &rng);
+        ref_fill_uniform(vg[b], Lg[b] * Hkv * D, REF_BF16, 1.0, &rng);
+        cu[b + 1] = cu[b] + ql;
+    }
+    ref_fill_uniform(q, (int64_t)T * Hq * D, REF_BF16, 1.0, &rng);
+    memset(&rp, 0, sizeof rp);
+    rp.hq = Hq, rp.hkv = Hkv, rp.dqk = D, rp.page_size = PAGE, rp.causal = 1, rp.dtype = REF_BF16;
+    for (b = 0; b < B; b++) /* one-GPU attention over the unsharded sequence */
+        if (ref_attn_dense(&rp, ql, Lg[b], q + (size_t)cu[b] * Hq * D, kg[b], vg[b],
+                           ref_out + (size_t)cu[b] * Hq * D, ref_lse + (size_t)cu[b] * Hq) != 0) {
+            fprintf(stderr, "rank %d: reference: %s\n", r, ref_error());
+            return 2;
+        }
+
+    /* this rank's shard */
+    memset(&sp, 0, sizeof sp);
+    sp.hkv = Hkv, sp.dqk = D, sp.page_size = PAGE, sp.world = W, sp.rank = r, sp.interleave = o->I;
+    sp.fill = REF_BF16_NAN, sp.extra_pages = 3, sp.seed = 77 + (uint64_t)r;
+    if (ref_shard_build(&sh, &sp, B, Lg, (const uint16_t *const *)kg, (const uint16_t *const *)vg) != 0) {
+        fprintf(stderr, "rank %d: shard: %s\n", r, ref_error());
+        return 2;
+    }
+    for (b = 0; b < B; b++) maxlocal = sh.seqused_k[b] > maxlocal ? sh.seqused_k[b] : maxlocal;
+
+    memset(&cd, 0, sizeof cd);
+    DC_OK(dcpattn_context_create(&cd, &ctx));
+
+    /* partial states: head-major ([H][T][Dv], lse [H][T]) lets the a2a send without packing */
+    if (o->std_layout) o_st = (int64_t)Hq * D, o_sh = D, l_st = Hq, l_sh = 1;
+    else o_st = D, o_sh = (int64_t)T * D, l_st = 1, l_sh = T;
+    CUDA_OK(cudaMalloc(&d_o, (size_t)T * Hq * D * 2));
+    CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)T * Hq * 4));
+
+    /* the combine's arguments, shared by both checks and the benchmark */
+    memset(&c, 0, sizeof c);
+    c.a.world = W, c.a.rank = r, c.a.rows = T, c.a.heads = Hq, c.a.head_dim = D;
+    c.a.transport = (dcpattn_dcp_transport)o->transport, c.a.layout = (dcpattn_dcp_layout)o->layout;
+    c.a.o = d_o, c.a.o_stride_t = o_st, c.a.o_stride_h = o_sh;
+    c.a.lse = d_lse, c.a.lse_stride_t = l_st, c.a.lse_stride_h = l_sh;
+    CUDA_OK(cudaMalloc(&c.out, (size_t)T * hout * D * 2));
+    CUDA_OK(cudaMalloc((void **)&c.lse_out, (size_t)T * hout * 4));
+    c.a.out = c.out, c.a.lse_out = c.lse_out;
+    DC_OK(dcpattn_dcp_combine_workspace_size(&c.a, &cws_bytes));
+    if (cws_bytes) CUDA_OK(cudaMalloc(&cws, cws_bytes));
+    c.a.workspace = cws, c.a.workspace_bytes = cws_bytes;
+
+    /* 1-3: attention over the shard with the DCP mask, then the combine */
+    memset(&ad, 0, sizeof ad);
+    ad.dtype = DCPATTN_BF16, ad.num_q_heads = Hq, ad.num_kv_heads = Hkv, ad.head_dim = D, ad.page_size = PAGE;
+    ad.dcp_world = W, ad.dcp_rank = r, ad.dcp_interleave = o->I;
+    ad.max_batch = B, ad.max_q_len = ql, ad.max_seqlen_k = maxlocal > 0 ? maxlocal : 1;
+    if (dcpattn_attn_plan_create(ctx, &ad, &plan) != DCPATTN_STATUS_SUCCESS) {
+        printf("rank %d: attention plan not available (%s): attention check skipped\n", r, dcpattn_last_error());
+        plan = NULL;
+    }
+    if (plan) {
+        ws = dcpattn_attn_workspace_size(plan);
+        if (ws) CUDA_OK(cudaMalloc(&attn_ws, ws));
+        memset(&aa, 0, sizeof aa);
+        aa.batch = B;
+        aa.q = up(q, (size_t)T * Hq * D * 2);
+        aa.k_cache = up(sh.k_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.k_stride_page * 2);
+        aa.v_cache = up(sh.v_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.v_stride_page * 2);
+        aa.k_stride_page = sh.k_stride_page, aa.k_stride_t = sh.k_stride_t, aa.k_stride_h = sh.k_stride_h;
+        aa.v_stride_page = sh.v_stride_page, aa.v_stride_t = sh.v_stride_t, aa.v_stride_h = sh.v_stride_h;
+        aa.num_pages = sh.num_pages;
+        aa.block_table = (const int32_t *)up(sh.block_table, sizeof(int32_t) * (size_t)B * sh.block_table_stride);
+        aa.block_table_stride = sh.block_table_stride;
+        aa.cu_seqlens_q = (const int32_t *)up(cu, sizeof(int32_t) * (size_t)(B + 1));
+        aa.seqused_k = (const int32_t *)up(sh.seqused_k, sizeof(int32_t) * (size_t)B);
+        aa.seqused_k_global = (const int32_t *)up(sh.seqused_k_global, sizeof(int32_t) * (size_t)B);
+        aa.out = d_o, aa.out_stride_t = o_st, aa.out_stride_h = o_sh;
+        aa.lse = d_lse, aa.lse_stride_t = l_st, aa.lse_stride_h = l_sh;
+        DC_OK(dcpattn_attn_run(plan, &aa, attn_ws, ws, st));
+        DC_OK(dcpattn_dcp_combine(ctx, comm, &c.a, st));
+        DC_OK(dcpattn_dcp_wait(comm, st, 60000));
+        ok &= check(o, "attention + combine vs one-GPU attention", &c, ref_out, ref_lse, T);
+    }
+
+    /* 4: the combine alone, on this rank's exact partial states from the CPU reference */
+    {
+        ref_attn_inputs in;
+        double *po = (double *)malloc((size_t)T * Hq * D * 8), *pl = (double *)malloc((size_t)T * Hq * 8);
+        uint16_t *ho = (uint16_t *)malloc((size_t)T * Hq * D * 2);
+        float *hl = (float *)malloc((size_t)T * Hq * 4);
+        ref_attn_params p2 = rp;
+        int t, h, d;
+        memset(&in, 0, sizeof in);
+        in.batch = B, in.q = q, in.cu_seqlens_q = cu;
+        ref_shard_inputs(&sh, &in);
+        p2.world = W, p2.rank = r, p2.interleave = o->I;
+        if (ref_attn(&p2, &in, po, pl) != 0) {
+            fprintf(stderr, "rank %d: shard reference: %s\n", r, ref_error());
+            return 2;
+        }
+        for (t = 0; t < T; t++)
+            for (h = 0; h < Hq; h++) {
+                hl[t * l_st + h * l_sh] = (float)pl[(size_t)t * Hq + h];
+                for (d = 0; d < D; d++)
+                    ho[t * o_st + h * o_sh + d] = ref_float_to_bf16((float)po[((size_t)t * Hq + h) * D + d]);
+            }
+        CUDA_OK(cudaMemcpy(d_o, ho, (size_t)T * Hq * D * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_lse, hl, (size_t)T * Hq * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(c.out, 0xff, (size_t)T * hout * D * 2));
+        DC_OK(dcpattn_dcp_combine(ctx, comm, &c.a, st));
+        DC_OK(dcpattn_dcp_wait(comm, st, 60000));
+        ok &= check(o, "synthetic partials + combine vs one-GPU", &c, ref_out, ref_lse, T);
+        free(po), free(pl), free(ho), free(hl);
+    }
+
+    /* 5: benchmark: each transport vs raw NCCL exchanges of the a2a's bytes */
+    if (o->bench > 0) {
+        const size_t bytes = (size_t)T * Hq * (D * 2 + 4); /* this rank's (o, lse) */
+        const size_t per = bytes / (size_t)W;
+        void *sb, *rb, *ws2 = NULL;
+        cudaEvent_t e0, e1;
+        double *tm = (double *)malloc(sizeof(double) * (size_t)o->bench);
+        static const char *const names[] = {"dcp combine a2a", "dcp combine ag_rs", "raw nccl all-to-all (send/recv)",
+                                            "raw nccl all-gather"};
+        int kind, it;
+        CUDA_OK(cudaMalloc(&sb, bytes * (size_t)W));
+        CUDA_OK(cudaMalloc(&rb, bytes * (size_t)W));
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
+        for (kind = 0; kind < 4; kind++) {
+            combine_io cb = c;
+            if (kind < 2) {
+                size_t need = 0;
+                cb.a.transport = kind == 0 ? DCPATTN_DCP_A2A : DCPATTN_DCP_AG_RS;
+                DC_OK(dcpattn_dcp_combine_workspace_size(&cb.a, &need));
+                if (need) CUDA_OK(cudaMalloc(&ws2, need));
+                cb.a.workspace = ws2, cb.a.workspace_bytes = need;
+            }
+            for (it = -3; it < o->bench; it++) {
+                CUDA_OK(cudaEventRecord(e0, st));
+                if (kind < 2) {
+                    DC_OK(dcpattn_dcp_combine(ctx, comm, &cb.a, st));
+                } else if (kind == 2) {
+                    nccl.GroupStart();
+                    for (i = 0; i < W; i++) {
+                        nccl.Send((char *)sb + (size_t)i * per, per, NCCL_UINT8, i, comm, st);
+                        nccl.Recv((char *)rb + (size_t)i * per, per, NCCL_UINT8, i, comm, st);
+                    }
+                    nccl.GroupEnd();
+                } else {
+                    nccl.AllGather(sb, rb, bytes, NCCL_UINT8, comm, st);
+                }
+                CUDA_OK(cudaEventRecord(e1, st));
+                DC_OK(dcpattn_dcp_wait(comm, st, 60000));
+                if (it >= 0) {
+                    float ms;
+                    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+                    tm[it] = ms * 1e3;
+                }
+            }
+            if (r == 0)
+                printf("bench W=%d T=%d H=%d Dv=%d %s: %-32s median %8.1f us (%zu bytes/rank of (o, lse))\n", W, T, Hq, D,
+                       o->layout == DCPATTN_DCP_SCATTER ? "scatter" : "replicate", names[kind], median(tm, o->bench),
+                       bytes);
+            if (ws2) cudaFree(ws2), ws2 = NULL;
+        }
+        free(tm);
+    }
+    nccl.CommDestroy(comm);
+    dcpattn_context_destroy(ctx);
+    return ok ? 0 : 1;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: dcp_nccl [-W n] [-I n] [--q-len n] [--batch n] [--len L] [--heads Hq] [--kv-heads Hkv]\n"
+                    "                [--transport a2a|ag_rs] [--layout scatter|replicate] [--std-layout] [--bench N]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    nccl_uid id;
+    int i, w, ngpu = 0, failed = 0;
+    memset(&o, 0, sizeof o);
+    o.W = 1, o.I = 1, o.q_len = 4, o.batch = 4, o.len = 300, o.hq = 16, o.hkv = 2;
+    o.transport = DCPATTN_DCP_A2A, o.layout = DCPATTN_DCP_SCATTER;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--std-layout")) { o.std_layout = 1; continue; }
+        if (!v) usage();
+        i++;
+        if (!strcmp(a, "-W")) o.W = atoi(v);
+        else if (!strcmp(a, "-I")) o.I = atoi(v);
+        else if (!strcmp(a, "--q-len")) o.q_len = atoi(v);
+        else if (!strcmp(a, "--batch")) o.batch = atoi(v);
+        else if (!strcmp(a, "--len")) o.len = atoi(v);
+        else if (!strcmp(a, "--heads")) o.hq = atoi(v);
+        else if (!strcmp(a, "--kv-heads")) o.hkv = atoi(v);
+        else if (!strcmp(a, "--bench")) o.bench = atoi(v);
+        else if (!strcmp(a, "--transport")) o.transport = !strcmp(v, "ag_rs") ? DCPATTN_DCP_AG_RS : !strcmp(v, "a2a") ? DCPATTN_DCP_A2A : -1;
+        else if (!strcmp(a, "--layout")) o.layout = !strcmp(v, "replicate") ? DCPATTN_DCP_REPLICATE : !strcmp(v, "scatter") ? DCPATTN_DCP_SCATTER : -1;
+        else usage();
+    }
+    if (o.W < 1 || o.I < 1 || o.q_len < 1 || o.batch < 1 || o.hkv < 1 || o.hq % o.hkv || o.hq % o.W ||
+        (int)o.transport < 0 || (int)o.layout < 0)
+        usage();
+    if (nccl_load() != 0)
+        return 2;
+    /* the parent touches no CUDA before fork: only the children own GPUs */
+    if (nccl.GetUniqueId(&id) != 0) {
+        fprintf(stderr, "dcp_nccl: ncclGetUniqueId failed\n");
+        return 2;
+    }
+    for (w = 0; w < o.W; w++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 2;
+        }
+        if (pid == 0) {
+            g_rank = w;
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed parent (timeout) takes its ranks along */
+#endif
+            if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < o.W) {
+                fprintf(stderr, "rank %d: %d GPUs visible, W = %d needs one per rank\n", w, ngpu, o.W);
+                _exit(3);
+            }
+            w = child(&o, id);
+            fflush(stdout); /* _exit does not flush stdio */
+            fflush(stderr);
+            _exit(w);
+        }
+    }
+    for (w = 0; w < o.W; w++) {
+        int status = 0;
+        if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed++;
+    }
+    printf("dcp_nccl W=%d I=%d q_len=%d %s %s %s: %s\n", o.W, o.I, o.q_len,
+           o.transport == DCPATTN_DCP_AG_RS ? "ag_rs" : "a2a", o.layout == DCPATTN_DCP_SCATTER ? "scatter" : "replicate",
+           o.std_layout ? "standard layout" : "head-major", failed ? "FAILED" : "all ranks ok");
+    return failed ? 1 : 0;
+}
