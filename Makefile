@@ -90,8 +90,9 @@ aot: deps $(BUILD)/aot.stamp
 demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
-CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp
-GPU_TESTS := $(BUILD)/test_gpu
+CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
+             $(BUILD)/test_combine
+GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla
 FUZZ_BIN  := $(if $(shell command -v clang 2>/dev/null),$(BUILD)/fuzz_host)
 
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD)

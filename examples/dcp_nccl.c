@@ -22,9 +22,6 @@
                    [--bench N] */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
-#ifndef DCPATTN_COMBINE_IN_HEADER
-#include "dcpattn_combine.inc.h"
-#endif
 
 #include <cuda_runtime.h>
 #include <signal.h>

@@ -45,6 +45,9 @@ if [ -x "$build/fuzz_host" ]; then
         && echo '1 passed, 0 failed' || { tail -n 30 '$build/fuzz.log'; echo '0 passed, 1 failed'; }"
 fi
 run install sh tests/test_install.sh "$build"
-run gpu "$build/test_gpu"
+run combine "$build/test_combine"
+run gpu-merge "$build/test_gpu"
+run gpu-gqa "$build/test_gpu_attn"
+run gpu-mla "$build/test_gpu_mla"
 echo "$total_pass passed, $total_fail failed"
 exit $status

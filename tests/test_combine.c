@@ -10,9 +10,6 @@
    success and timeout. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
-#ifndef DCPATTN_COMBINE_IN_HEADER
-#include "dcpattn_combine.inc.h"
-#endif
 
 #include <cuda_runtime.h>
 
