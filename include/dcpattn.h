@@ -2002,16 +2002,23 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                              "k_stride_page = %lld, v_stride_page = %lld, out_stride_t = %lld)",
                              d->max_total_q, (long long)a->q_stride_t, (long long)a->num_pages,
                              (long long)a->k_stride_page, (long long)a->v_stride_page, (long long)a->out_stride_t);
+    /* Aliasing: the host knows only an upper bound of the rows (max_total_q), and buffers
+       sized for the real row count may sit right after each other, so q, out and lse are
+       compared by their first token row; the cache by the extent num_pages gives. */
+    if (!dcpattn__span(1, 0, hq, a->q_stride_h, dqk, &span_q) || !dcpattn__span(1, 0, hq, a->out_stride_h, dv, &span_out) ||
+        !dcpattn__span(1, 0, hq, a->lse_stride_h, 1, &span_lse))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: a head stride overflows");
     if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
-        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps q");
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps q = %p", a->out, a->q);
     if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
         dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * 2))
-        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out overlaps the KV cache");
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps the KV cache (k_cache = %p, v_cache = %p)",
+                             a->out, a->k_cache, a->v_cache);
     if (a->lse && (dcpattn__overlap(a->lse, span_lse * 4, a->q, span_q * 2) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * 2) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * 2) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->out, span_out * 2)))
-        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse overlaps q or the KV cache");
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse = %p overlaps q, out or the KV cache", (void *)a->lse);
     return DCPATTN_STATUS_SUCCESS;
 }
 
