@@ -348,7 +348,7 @@ static void test_args(void) {
     /* out aliasing q or the cache */
     a = valid_args(); a.out = FAKE(Q);
     REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "q", NULL);
-    a = valid_args(); a.out = FAKE(Q + 8192); /* right after a one-row q */ /* starts inside q */
+    a = valid_args(); a.out = FAKE(Q + 4096); /* starts inside q's first row */
     REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "q", NULL);
     a = valid_args(); a.out = FAKE(Q - 4096); /* ends inside q */
     REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "q", NULL);
