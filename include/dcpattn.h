@@ -15,7 +15,11 @@
    - Attention of q_len >= 1 query tokens per sequence over this rank's shard of a paged KV
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
      such a shard really has (DESIGN.md 3.2-3.3), returning the output and its log-sum-exp.
-   - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group).
+     Families: GQA/MQA (head dims 64, 96, 128, 192, 256, any group size, mma.sync tensor
+     cores) and DeepSeek MLA (576/512, V read from the K rows, Hopper wgmma).
+   - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
+     and the DCP combine across the ranks of a group over the caller's NCCL communicator
+     (one all-to-all and a merge, or all-gather + reduce-scatter).
    - Kernels are CUDA templates specialized by Lua scripts (gen/), compiled ahead of time
      into a read-only cache or at run time through NVRTC, and cached on disk.
 
@@ -41,6 +45,10 @@
        dcpattn_attn_plan_create(ctx, &ad, &plan);   // picks, compiles or loads the kernel
        size_t ws = dcpattn_attn_workspace_size(plan);
        dcpattn_attn_run(plan, &args, workspace, ws, stream);   // capturable, no host sync
+
+       dcpattn_dcp_combine_args c = {0};            // merge the W ranks' partials over NCCL
+       ... c.world = W; c.rank = r; c.rows = T; c.heads = H; c.head_dim = Dv; ...
+       dcpattn_dcp_combine(ctx, comm, &c, stream);  // comm: your ncclComm_t, borrowed
 
    ERRORS
    Every call returns a dcpattn_status (0 = success). dcpattn_status_string() names the
