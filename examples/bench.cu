@@ -152,32 +152,19 @@ static void die(const char *fmt, ...) {
     exit(2);
 }
 
-#define CUDA_OK(x)                                                                                   \
-    do {                                                                                             \
-        cudaError_t e_ = (x);                                                                        \
-        if (e_ != cudaSuccess) die("%s:%d: %s: %s", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-    } while (0)
+#define GPU_UTIL_FAIL die
+#include "gpu_util.h"
+
 #define LAUNCH_OK()                                                                                  \
     do {                                                                                             \
         cudaError_t e_ = cudaGetLastError();                                                         \
         if (e_ != cudaSuccess) die("%s:%d: kernel launch: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-    } while (0)
-#define DC_OK(x)                                                                                     \
-    do {                                                                                             \
-        dcpattn_status s_ = (x);                                                                     \
-        if (s_) die("%s:%d: %s: %s: %s", __FILE__, __LINE__, #x, dcpattn_status_string(s_), dcpattn_last_error()); \
     } while (0)
 #define BLAS_OK(x)                                                                                   \
     do {                                                                                             \
         cublasStatus_t b_ = (x);                                                                     \
         if (b_ != CUBLAS_STATUS_SUCCESS) die("%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #x, (int)b_); \
     } while (0)
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ device helpers */
 
@@ -630,12 +617,9 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         CUDA_OK(cudaMemset((char *)d_k + (size_t)(pg * k_page) * 2, 0xff, (size_t)k_page * 2));
         if (!c->mla) CUDA_OK(cudaMemset((char *)d_v + (size_t)(pg * v_page) * 2, 0xff, (size_t)v_page * 2));
     }
-    CUDA_OK(cudaMalloc((void **)&d_bt, bt.size() * 4));
-    CUDA_OK(cudaMalloc((void **)&d_used, (size_t)c->B * 4));
-    CUDA_OK(cudaMalloc((void **)&d_glob, (size_t)c->B * 4));
-    CUDA_OK(cudaMemcpy(d_bt, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_used, used.data(), (size_t)c->B * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_glob, glob.data(), (size_t)c->B * 4, cudaMemcpyHostToDevice));
+    d_bt = (int32_t *)gpu_upload(bt.data(), bt.size() * 4);
+    d_used = (int32_t *)gpu_upload(used.data(), (size_t)c->B * 4);
+    d_glob = (int32_t *)gpu_upload(glob.data(), (size_t)c->B * 4);
     CUDA_OK(cudaDeviceSynchronize());
     /* host copies of the validated sequences' pages (what the GPU really holds) */
     for (int v = 0; v < nval; v++) {
@@ -704,16 +688,11 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         /* inputs */
         ref_fill_uniform(hq.data(), q_elems, REF_BF16, 4.0, &rng); /* scores of std ~1.3: a peaked softmax */
         for (int b = 0; b <= c->B; b++) cu[(size_t)b] = b * q_len;
-        CUDA_OK(cudaMalloc(&d_q, (size_t)q_elems * 2));
-        CUDA_OK(cudaMalloc(&d_out, (size_t)o_elems * 2));
-        CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)l_elems * 4));
-        CUDA_OK(cudaMalloc((void **)&d_cu, cu.size() * 4));
-        if (ws_bytes) CUDA_OK(cudaMalloc(&ws, ws_bytes));
-        CUDA_OK(cudaMemcpy(d_q, hq.data(), (size_t)q_elems * 2, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemset(d_out, 0xff, (size_t)o_elems * 2)); /* poison: NaN */
-        CUDA_OK(cudaMemset(d_lse, 0xff, (size_t)l_elems * 4));
-        if (ws_bytes) CUDA_OK(cudaMemset(ws, 0xff, ws_bytes));
+        d_q = gpu_upload(hq.data(), (size_t)q_elems * 2);
+        d_cu = (int32_t *)gpu_upload(cu.data(), cu.size() * 4);
+        d_out = gpu_poisoned((size_t)o_elems * 2, 0xff); /* poison: NaN */
+        d_lse = (float *)gpu_poisoned((size_t)l_elems * 4, 0xff);
+        if (ws_bytes) ws = gpu_poisoned(ws_bytes, 0xff);
         CUDA_OK(cudaDeviceSynchronize()); /* the legacy-stream memsets before the run on st */
         memset(&a, 0, sizeof a);
         a.batch = c->B;
@@ -852,13 +831,9 @@ static void merge_case_run(dcpattn_context *ctx, const merge_case *c, cudaStream
     std::vector<uint16_t> ho((size_t)(per * c->W)), hout((size_t)per);
     std::vector<float> hl((size_t)(lper * c->W)), hlo((size_t)lper);
     std::vector<double> ro((size_t)per), rl((size_t)lper);
-    const void *o[DCPATTN_MAX_MERGE_STATES], *hop[DCPATTN_MAX_MERGE_STATES];
-    const float *l[DCPATTN_MAX_MERGE_STATES];
-    const void *hlp[DCPATTN_MAX_MERGE_STATES];
     void *d_o, *d_out;
     float *d_l, *d_lo;
-    dcpattn_merge_args m;
-    ref_merge_args rm;
+    gpu_merge g;
     row r{};
     r.key = c->id;
     r.caseid = c->id;
@@ -876,50 +851,24 @@ static void merge_case_run(dcpattn_context *ctx, const merge_case *c, cudaStream
         hl[(size_t)i] = (i % 61 == 7) ? -INFINITY : (float)(4.0 * u); /* a few empty states */
     }
     CUDA_OK(cudaMalloc(&d_o, (size_t)(per * c->W) * 2));
-    CUDA_OK(cudaMalloc(&d_out, (size_t)per * 2));
-    CUDA_OK(cudaMalloc((void **)&d_l, (size_t)(lper * c->W) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_lo, (size_t)lper * 4));
     fill_dev_bf16(d_o, (size_t)(per * c->W), rng ^ 0x0e, 1.0f);
-    CUDA_OK(cudaMemcpy(d_l, hl.data(), (size_t)(lper * c->W) * 4, cudaMemcpyHostToDevice));
+    d_l = (float *)gpu_upload(hl.data(), (size_t)(lper * c->W) * 4);
     poison_empty<<<1024, 256>>>((uint16_t *)d_o, d_l, (size_t)(lper * c->W), c->Dv);
     LAUNCH_OK();
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(ho.data(), d_o, (size_t)(per * c->W) * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemset(d_out, 0xff, (size_t)per * 2));
-    CUDA_OK(cudaMemset(d_lo, 0xff, (size_t)lper * 4));
+    gpu_download(ho.data(), d_o, (size_t)(per * c->W) * 2);
+    d_out = gpu_poisoned((size_t)per * 2, 0xff);
+    d_lo = (float *)gpu_poisoned((size_t)lper * 4, 0xff);
     CUDA_OK(cudaDeviceSynchronize());
-    for (int i = 0; i < c->W; i++) {
-        o[i] = (char *)d_o + (size_t)(i * per) * 2;
-        l[i] = d_l + i * lper;
-        hop[i] = ho.data() + i * per;
-        hlp[i] = hl.data() + i * lper;
-    }
-    memset(&m, 0, sizeof m);
-    m.num_states = c->W;
-    m.rows = c->T;
-    m.heads = c->H;
-    m.head_dim = c->Dv;
-    m.in_dtype = DCPATTN_BF16;
-    m.out_dtype = DCPATTN_BF16;
-    m.o = o;
-    m.lse = l;
-    m.out = d_out;
-    m.lse_out = d_lo;
-    DC_OK(dcpattn_merge(ctx, &m, st));
+    gpu_merge_init(&g, c->W, c->T, c->H, c->Dv, DCPATTN_BF16, DCPATTN_BF16, per, d_o, d_l, ho.data(), hl.data());
+    g.m.out = d_out;
+    g.m.lse_out = d_lo;
+    DC_OK(dcpattn_merge(ctx, &g.m, st));
     CUDA_OK(cudaStreamSynchronize(st));
     CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(hout.data(), d_out, (size_t)per * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hlo.data(), d_lo, (size_t)lper * 4, cudaMemcpyDeviceToHost));
-    memset(&rm, 0, sizeof rm);
-    rm.num_states = c->W;
-    rm.rows = c->T;
-    rm.heads = c->H;
-    rm.head_dim = c->Dv;
-    rm.o = hop;
-    rm.o_type = REF_BF16;
-    rm.lse = hlp;
-    rm.lse_type = REF_FP32;
-    ref_merge(&rm, ro.data(), rl.data());
+    gpu_download(hout.data(), d_out, (size_t)per * 2);
+    gpu_download(hlo.data(), d_lo, (size_t)lper * 4);
+    ref_merge(&g.rm, ro.data(), rl.data());
     {
         ref_err eo = ref_compare(ro.data(), hout.data(), REF_BF16, per);
         ref_err el = ref_compare(rl.data(), hlo.data(), REF_FP32, lper);
@@ -935,7 +884,7 @@ static void merge_case_run(dcpattn_context *ctx, const merge_case *c, cudaStream
         }
     }
     if (r.status == "PASS") {
-        auto fn = [&]() { DC_OK(dcpattn_merge(ctx, &m, st)); };
+        auto fn = [&]() { DC_OK(dcpattn_merge(ctx, &g.m, st)); };
         timing t = time_runs(fn, 3, g_iters, st);
         r.bytes = (double)c->W * (per * 2.0 + lper * 4.0) + per * 2.0 + lper * 4.0;
         r.us = t.med_us;
@@ -997,15 +946,12 @@ static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
     CUDA_OK(cudaMalloc(&d_q, (size_t)Hq * D * 2));
     CUDA_OK(cudaMalloc(&d_out, (size_t)Hq * D * 2));
     CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)Hq * 4));
-    CUDA_OK(cudaMalloc((void **)&d_bt, (size_t)npg * 4));
-    CUDA_OK(cudaMalloc((void **)&d_cu, 8));
-    CUDA_OK(cudaMalloc((void **)&d_used, 4));
     fill_dev_bf16(d_k, (size_t)S * Hkv * D, g_seed ^ 1, 1.0f);
     fill_dev_bf16(d_v, (size_t)S * Hkv * D, g_seed ^ 2, 1.0f);
     fill_dev_bf16(d_q, (size_t)Hq * D, g_seed ^ 3, 1.0f);
-    CUDA_OK(cudaMemcpy(d_bt, bt.data(), (size_t)npg * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_cu, cu.data(), 8, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_used, used.data(), 4, cudaMemcpyHostToDevice));
+    d_bt = (int32_t *)gpu_upload(bt.data(), (size_t)npg * 4);
+    d_cu = (int32_t *)gpu_upload(cu.data(), 8);
+    d_used = (int32_t *)gpu_upload(used.data(), 4);
     CUDA_OK(cudaDeviceSynchronize());
     memset(&d, 0, sizeof d);
     d.dtype = DCPATTN_BF16;
@@ -1335,7 +1281,8 @@ static bool wanted(const std::string &only, const char *id) {
 
 int main(int argc, char **argv) {
     std::string only, script;
-    int peers = 1, budget = 100, count = 0;
+    int peers = 1, budget = 100;
+    const char *why;
     g_seed = (uint64_t)time(NULL) * 2654435761u;
 #ifdef DCPATTN_DATA_DIR
     script = std::string(DCPATTN_DATA_DIR) + "/examples/bench_peers.py";
@@ -1366,15 +1313,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (gpu_count(&why) == 0) {
         fprintf(stderr, "bench: no CUDA device (%s): the benchmark needs a GPU; checking the validation path "
                         "on the CPU instead\n",
-                cudaGetErrorString(cudaGetDeviceCount(&count)));
+                why);
         cpu_selftest();
         return 2;
     }
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaFree(0));
+    gpu_use(0);
     {
         cudaDeviceProp pr;
         CUDA_OK(cudaGetDeviceProperties(&pr, 0));

@@ -32,24 +32,20 @@
 
 #include "ref.h"
 
-#define CUDA_OK(x)                                                                              \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #x,         \
-                    cudaGetErrorString(e_));                                                    \
-            _exit(2);                                                                           \
-        }                                                                                       \
-    } while (0)
-#define DC_OK(x)                                                                                \
-    do {                                                                                        \
-        dcpattn_status s_ = (x);                                                                \
-        if (s_) {                                                                               \
-            fprintf(stderr, "rank %d: %s:%d: %s: %s: %s\n", g_rank, __FILE__, __LINE__, #x,     \
-                    dcpattn_status_string(s_), dcpattn_last_error());                           \
-            _exit(2);                                                                           \
-        }                                                                                       \
-    } while (0)
+static int g_rank = -1;
+
+/* a failed CUDA or dcpattn call (CUDA_OK, DC_OK) ends this rank with status 2 */
+static void rank_fail(const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "rank %d: ", g_rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    _exit(2);
+}
+#define GPU_UTIL_FAIL rank_fail
+#include "gpu_util.h"
 
 /* ---- the few NCCL entry points the caller (not the library) needs ---- */
 typedef struct { char internal[128]; } nccl_uid; /* ncclUniqueId */
@@ -65,8 +61,6 @@ static struct {
     const char *(*GetErrorString)(int);
 } nccl;
 enum { NCCL_UINT8 = 1 };
-
-static int g_rank = -1;
 
 static int nccl_load(void) {
     void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL), *p;
@@ -99,14 +93,6 @@ typedef struct opts {
 
 enum { D = 128, PAGE = 16 };
 
-/* device copy of a host buffer */
-static void *up(const void *h, size_t n) {
-    void *d;
-    CUDA_OK(cudaMalloc(&d, n ? n : 16));
-    if (n) CUDA_OK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
-    return d;
-}
-
 static double median(double *v, int n) {
     int i, j;
     for (i = 1; i < n; i++)
@@ -133,8 +119,8 @@ static int check(const opts *o, const char *what, const combine_io *c, const dou
     double *r = (double *)malloc((size_t)T * hout * D * 8), *rl = (double *)malloc((size_t)T * hout * 8);
     ref_err e, el;
     int t, k, ok;
-    CUDA_OK(cudaMemcpy(h, c->out, (size_t)T * hout * D * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hl, c->lse_out, (size_t)T * hout * 4, cudaMemcpyDeviceToHost));
+    gpu_download(h, c->out, (size_t)T * hout * D * 2);
+    gpu_download(hl, c->lse_out, (size_t)T * hout * 4);
     for (t = 0; t < T; t++)
         for (k = 0; k < hout; k++) {
             memcpy(r + ((size_t)t * hout + k) * D, ref_out + ((size_t)t * o->hq + h0 + k) * D, D * 8);
@@ -250,17 +236,17 @@ static int child(const opts *o, nccl_uid id) {
         if (ws) CUDA_OK(cudaMalloc(&attn_ws, ws));
         memset(&aa, 0, sizeof aa);
         aa.batch = B;
-        aa.q = up(q, (size_t)T * Hq * D * 2);
-        aa.k_cache = up(sh.k_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.k_stride_page * 2);
-        aa.v_cache = up(sh.v_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.v_stride_page * 2);
+        aa.q = gpu_upload(q, (size_t)T * Hq * D * 2);
+        aa.k_cache = gpu_upload(sh.k_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.k_stride_page * 2);
+        aa.v_cache = gpu_upload(sh.v_cache, (size_t)(sh.num_pages ? sh.num_pages : 1) * sh.v_stride_page * 2);
         aa.k_stride_page = sh.k_stride_page, aa.k_stride_t = sh.k_stride_t, aa.k_stride_h = sh.k_stride_h;
         aa.v_stride_page = sh.v_stride_page, aa.v_stride_t = sh.v_stride_t, aa.v_stride_h = sh.v_stride_h;
         aa.num_pages = sh.num_pages;
-        aa.block_table = (const int32_t *)up(sh.block_table, sizeof(int32_t) * (size_t)B * sh.block_table_stride);
+        aa.block_table = (const int32_t *)gpu_upload(sh.block_table, sizeof(int32_t) * (size_t)B * sh.block_table_stride);
         aa.block_table_stride = sh.block_table_stride;
-        aa.cu_seqlens_q = (const int32_t *)up(cu, sizeof(int32_t) * (size_t)(B + 1));
-        aa.seqused_k = (const int32_t *)up(sh.seqused_k, sizeof(int32_t) * (size_t)B);
-        aa.seqused_k_global = (const int32_t *)up(sh.seqused_k_global, sizeof(int32_t) * (size_t)B);
+        aa.cu_seqlens_q = (const int32_t *)gpu_upload(cu, sizeof(int32_t) * (size_t)(B + 1));
+        aa.seqused_k = (const int32_t *)gpu_upload(sh.seqused_k, sizeof(int32_t) * (size_t)B);
+        aa.seqused_k_global = (const int32_t *)gpu_upload(sh.seqused_k_global, sizeof(int32_t) * (size_t)B);
         aa.out = d_o, aa.out_stride_t = o_st, aa.out_stride_h = o_sh;
         aa.lse = d_lse, aa.lse_stride_t = l_st, aa.lse_stride_h = l_sh;
         DC_OK(dcpattn_attn_run(plan, &aa, attn_ws, ws, st));

@@ -9,24 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "ref.h"
-
-#define CUDA_OK(x)                                                                     \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define DC_OK(x)                                                                       \
-    do {                                                                               \
-        dcpattn_status s_ = (x);                                                       \
-        if (s_) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #x,             \
-                    dcpattn_status_string(s_), dcpattn_last_error());                  \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "gpu_util.h"
 
 static void row(void *user, const dcpattn_compile_info *i) {
     (void)user;
@@ -72,12 +55,9 @@ static void run_case(dcpattn_context *ctx, const merge_case *c, uint64_t *seed) 
     uint16_t *h_o = (uint16_t *)malloc((size_t)(per * c->states) * 2), *h_out = (uint16_t *)malloc((size_t)per * 2);
     float *h_lse = (float *)malloc((size_t)(lper * c->states) * 4), *h_lse_out = (float *)malloc((size_t)lper * 4);
     double *ref_o = (double *)malloc((size_t)per * 8), *ref_l = (double *)malloc((size_t)lper * 8);
-    const void *o[64], *ho[64];
-    const float *l[64], *hl[64];
     void *d_o, *d_out;
     float *d_lse, *d_lse_out;
-    dcpattn_merge_args m;
-    ref_merge_args rm;
+    gpu_merge g;
     ref_err eo, el;
     cudaEvent_t e0, e1;
     float ms = 0;
@@ -85,50 +65,24 @@ static void run_case(dcpattn_context *ctx, const merge_case *c, uint64_t *seed) 
     double bytes, secs;
     ref_fill_uniform(h_o, per * c->states, REF_BF16, 1.0, seed);
     for (i = 0; i < lper * c->states; i++) h_lse[i] = rand_lse(seed, i);
-    CUDA_OK(cudaMalloc(&d_o, (size_t)(per * c->states) * 2));
-    CUDA_OK(cudaMalloc(&d_out, (size_t)per * 2));
-    CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)(lper * c->states) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_lse_out, (size_t)lper * 4));
-    CUDA_OK(cudaMemcpy(d_o, h_o, (size_t)(per * c->states) * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_lse, h_lse, (size_t)(lper * c->states) * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(d_out, 0xff, (size_t)per * 2)); /* poison: NaN everywhere */
-    CUDA_OK(cudaMemset(d_lse_out, 0xff, (size_t)lper * 4));
-    for (i = 0; i < c->states; i++) {
-        o[i] = (char *)d_o + (size_t)(i * per) * 2;
-        l[i] = d_lse + i * lper;
-        ho[i] = h_o + i * per;
-        hl[i] = h_lse + i * lper;
-    }
-    memset(&m, 0, sizeof m);
-    m.num_states = c->states;
-    m.rows = c->rows;
-    m.heads = c->heads;
-    m.head_dim = c->dim;
-    m.in_dtype = DCPATTN_BF16;
-    m.o = o;
-    m.lse = l;
-    m.out = d_out;
-    m.lse_out = d_lse_out;
-    DC_OK(dcpattn_merge(ctx, &m, 0));
+    d_o = gpu_upload(h_o, (size_t)(per * c->states) * 2);
+    d_lse = (float *)gpu_upload(h_lse, (size_t)(lper * c->states) * 4);
+    d_out = gpu_poisoned((size_t)per * 2, 0xff); /* poison: NaN everywhere */
+    d_lse_out = (float *)gpu_poisoned((size_t)lper * 4, 0xff);
+    gpu_merge_init(&g, c->states, c->rows, c->heads, c->dim, DCPATTN_BF16, DCPATTN_BF16, per, d_o, d_lse, h_o, h_lse);
+    g.m.out = d_out;
+    g.m.lse_out = d_lse_out;
+    DC_OK(dcpattn_merge(ctx, &g.m, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(h_out, d_out, (size_t)per * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(h_lse_out, d_lse_out, (size_t)lper * 4, cudaMemcpyDeviceToHost));
-    memset(&rm, 0, sizeof rm);
-    rm.num_states = c->states;
-    rm.rows = c->rows;
-    rm.heads = c->heads;
-    rm.head_dim = c->dim;
-    rm.o = ho;
-    rm.o_type = REF_BF16;
-    rm.lse = (const void *const *)hl;
-    rm.lse_type = REF_FP32;
-    ref_merge(&rm, ref_o, ref_l);
+    gpu_download(h_out, d_out, (size_t)per * 2);
+    gpu_download(h_lse_out, d_lse_out, (size_t)lper * 4);
+    ref_merge(&g.rm, ref_o, ref_l);
     eo = ref_compare(ref_o, h_out, REF_BF16, per);
     el = ref_compare(ref_l, h_lse_out, REF_FP32, lper);
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
     CUDA_OK(cudaEventRecord(e0, 0));
-    for (i = 0; i < iters; i++) DC_OK(dcpattn_merge(ctx, &m, 0));
+    for (i = 0; i < iters; i++) DC_OK(dcpattn_merge(ctx, &g.m, 0));
     CUDA_OK(cudaEventRecord(e1, 0));
     CUDA_OK(cudaEventSynchronize(e1));
     CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
@@ -151,11 +105,10 @@ int main(void) {
     uint64_t seed = (uint64_t)time(NULL);
     const char *names[1] = {"merge_bf16_bf16"};
     double t0, t_cold, t_warm, t_mem;
-    int count, i, dev = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
-        return no_gpu(count == 0 ? "no device" : cudaGetErrorString(cudaGetDeviceCount(&count)));
-    CUDA_OK(cudaSetDevice(dev));
-    CUDA_OK(cudaFree(0));
+    const char *why;
+    int i;
+    if (gpu_count(&why) == 0) return no_gpu(why);
+    gpu_use(0);
     if (!mkdtemp(dir)) return 1;
     setenv("DCPATTN_CACHE_DIR", dir, 1);
     memset(&cd, 0, sizeof cd);

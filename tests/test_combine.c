@@ -15,15 +15,7 @@
 
 #include "check.h"
 #include "ref.h"
-
-#define CUDA_OK(x)                                                                                  \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "gpu_util.h"
 
 static uint64_t seed = 12345;
 
@@ -218,16 +210,6 @@ typedef struct nccl_fns {
     int (*CommDestroy)(dcpattn_nccl_comm);
 } nccl_fns;
 
-static int esize(int t) { return t == DCPATTN_FP32 ? 4 : 2; }
-
-static void fill(void *dst, int64_t n, int t) {
-    int64_t i;
-    if (t == DCPATTN_FP32)
-        for (i = 0; i < n; i++) ((float *)dst)[i] = (float)ref_rand_uniform(&seed);
-    else
-        ref_fill_uniform((uint16_t *)dst, n, t, 1.0, &seed);
-}
-
 typedef struct gbuf {
     int T, H, D, in, out;
     int64_t o_st, o_sh, l_st, l_sh;
@@ -240,20 +222,17 @@ typedef struct gbuf {
 /* random (o, lse): 1 row in 7 empty (-inf or NaN, its o NaN garbage) */
 static void gbuf_fill(gbuf *g) {
     int64_t t, h, d;
-    fill(g->h_o, (int64_t)g->T * g->H * g->D, g->in);
+    gpu_fill(g->h_o, (int64_t)g->T * g->H * g->D, g->in, 1.0, &seed);
     for (t = 0; t < g->T; t++)
         for (h = 0; h < g->H; h++) {
             float *l = &g->h_l[t * g->l_st + h * g->l_sh];
             *l = (float)(6 * ref_rand_uniform(&seed));
             if ((t * 7 + h) % 7 == 3) {
                 *l = (t & 1) ? -INFINITY : NAN;
-                for (d = 0; d < g->D; d++) {
-                    int64_t e = t * g->o_st + h * g->o_sh + d;
-                    if (esize(g->in) == 4) ((float *)g->h_o)[e] = NAN; else ((uint16_t *)g->h_o)[e] = 0x7fc0;
-                }
+                for (d = 0; d < g->D; d++) gpu_nan(g->h_o, g->in, t * g->o_st + h * g->o_sh + d, 1);
             }
         }
-    CUDA_OK(cudaMemcpy(g->d_o, g->h_o, (size_t)g->T * (size_t)g->H * (size_t)g->D * (size_t)esize(g->in), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(g->d_o, g->h_o, (size_t)g->T * (size_t)g->H * (size_t)g->D * (size_t)gpu_esize(g->in), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(g->d_l, g->h_l, (size_t)g->T * (size_t)g->H * 4, cudaMemcpyHostToDevice));
 }
 
@@ -261,8 +240,8 @@ static void gbuf_fill(gbuf *g) {
 static void gbuf_check(gbuf *g, const char *what) {
     int64_t n = (int64_t)g->T * g->H, t, h, d, bad = 0;
     double err = 0;
-    CUDA_OK(cudaMemcpy(g->h_out, g->d_out, (size_t)(n * g->D) * (size_t)esize(g->out), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(g->h_lo, g->d_lo, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    gpu_download(g->h_out, g->d_out, (size_t)(n * g->D) * (size_t)gpu_esize(g->out));
+    gpu_download(g->h_lo, g->d_lo, (size_t)n * 4);
     for (t = 0; t < g->T; t++)
         for (h = 0; h < g->H; h++) {
             float l = g->h_l[t * g->l_st + h * g->l_sh], lo = g->h_lo[t * g->H + h];
@@ -372,12 +351,10 @@ static void rescale_sim(dcpattn_context *ctx) {
         if (i % 11 == 5) h_l[i] = (i & 1) ? -INFINITY : NAN;
     }
     for (r = 0; r < W; r++) h_l[r * T * H + 3] = -INFINITY; /* (row 0, head 3) empty everywhere */
-    CUDA_OK(cudaMalloc((void **)&d_o, (size_t)(W * n) * 2));
-    CUDA_OK(cudaMalloc((void **)&d_l, (size_t)W * T * H * 4));
+    d_o = (uint16_t *)gpu_upload(h_o, (size_t)(W * n) * 2);
+    d_l = (float *)gpu_upload(h_l, (size_t)W * T * H * 4);
     CUDA_OK(cudaMalloc((void **)&d_r, (size_t)n * 4));
     CUDA_OK(cudaMalloc((void **)&d_gl, (size_t)T * H * 4));
-    CUDA_OK(cudaMemcpy(d_o, h_o, (size_t)(W * n) * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_l, h_l, (size_t)W * T * H * 4, cudaMemcpyHostToDevice));
     memset(&a, 0, sizeof a);
     a.world = W, a.rows = T, a.heads = H, a.head_dim = D;
     CHECK(dcpattn__dcp_normalize(&a, &p, 0) == 0, "plan");
@@ -398,8 +375,8 @@ static void rescale_sim(dcpattn_context *ctx) {
         l.lse_dst = d_gl, l.lse_dst_st = 1, l.lse_dst_sh = T;
         CUDA_OK(cudaMemset(d_r, 0xff, (size_t)n * 4));
         CHECK(dcpattn__dcp_run_kernel(v, &p, &l, 0) == 0, "rescale launch: %s", dcpattn_last_error());
-        CUDA_OK(cudaMemcpy(h_r, d_r, (size_t)n * 4, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(h_gl, d_gl, (size_t)T * H * 4, cudaMemcpyDeviceToHost));
+        gpu_download(h_r, d_r, (size_t)n * 4);
+        gpu_download(h_gl, d_gl, (size_t)T * H * 4);
         for (i = 0; i < T * H; i++) {
             int t = i / H, h = i % H, d;
             for (d = 0; d < D; d++) {
@@ -547,16 +524,12 @@ static void gpu_tests(void) {
 }
 
 int main(void) {
-    int count = 0;
     host_validation();
     host_workspace();
     host_group_and_blocks();
     host_rescale_identity();
     nvrtc_compile();
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no GPU found: GPU combine tests not run\n");
-        return check_summary();
-    }
+    if (!gpu_found("GPU combine tests")) return check_summary();
     gpu_tests();
     return check_summary();
 }

@@ -8,28 +8,9 @@
 
 #include "check.h"
 #include "ref.h"
-
-#define CUDA_OK(x)                                                                                  \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "gpu_util.h"
 
 static uint64_t seed;
-
-static int esize(int t) { return t == DCPATTN_FP32 ? 4 : 2; }
-
-/* random values of type t into a host buffer */
-static void fill(void *dst, int64_t n, int t, double amp) {
-    int64_t i;
-    if (t == DCPATTN_FP32)
-        for (i = 0; i < n; i++) ((float *)dst)[i] = (float)(amp * ref_rand_uniform(&seed));
-    else
-        ref_fill_uniform((uint16_t *)dst, n, t, amp, &seed);
-}
 
 typedef struct mcase {
     int in, out, n, rows, heads, dim, pad_h, base2_in, base2_out, in_place, all_empty_row;
@@ -41,23 +22,18 @@ static void merge_case(dcpattn_context *ctx, const mcase *c) {
     const int64_t sh = c->dim + c->pad_h, st = (int64_t)c->heads * sh; /* o strides (padded heads) */
     const int64_t per = (int64_t)c->rows * st, lper = (int64_t)c->rows * c->heads;
     const int64_t out_elems = c->in_place ? per : (int64_t)c->rows * c->heads * c->dim;
-    const int isz = esize(c->in), osz = esize(c->out);
+    const int isz = gpu_esize(c->in), osz = gpu_esize(c->out);
     char *h_o = (char *)malloc((size_t)(per * c->n * isz));
     float *h_lse = (float *)malloc((size_t)(lper * c->n) * 4), *h_lse_out = (float *)malloc((size_t)lper * 4);
     char *h_out = (char *)malloc((size_t)(out_elems * osz));
     double *r_o = (double *)malloc((size_t)(lper * c->dim) * 8), *r_l = (double *)malloc((size_t)lper * 8);
-    const void *o[64], *ho[64];
-    const float *l[64];
-    const void *hl[64];
     char *d_o, *d_out;
     float *d_lse, *d_lse_out;
-    dcpattn_merge_args m;
-    ref_merge_args rm;
+    gpu_merge g;
     ref_err eo, el;
     int64_t i;
-    int k;
     dcpattn_status s;
-    fill(h_o, per * c->n, c->in, 1.0);
+    gpu_fill(h_o, per * c->n, c->in, 1.0, &seed);
     for (i = 0; i < lper * c->n; i++) {
         double u = ref_rand_uniform(&seed);
         int64_t row = (i % lper) / c->heads;
@@ -65,71 +41,32 @@ static void merge_case(dcpattn_context *ctx, const mcase *c) {
         if (u > 0.8) h_lse[i] = (i & 1) ? -INFINITY : (i & 2) ? NAN : INFINITY; /* empty states */
         if (c->all_empty_row && row == c->rows / 2) h_lse[i] = -INFINITY;
         if (!isfinite(h_lse[i])) { /* the o of an empty state is garbage and must never be read */
-            int64_t n = i / lper, r = (i % lper) / c->heads, h = (i % lper) % c->heads, d;
-            for (d = 0; d < c->dim; d++) {
-                int64_t e = n * per + r * st + h * sh + d;
-                if (isz == 4) ((float *)h_o)[e] = NAN; else ((uint16_t *)h_o)[e] = 0x7fc0;
-            }
+            int64_t n = i / lper, r = (i % lper) / c->heads, h = (i % lper) % c->heads;
+            gpu_nan(h_o, c->in, n * per + r * st + h * sh, c->dim);
         }
     }
-    CUDA_OK(cudaMalloc((void **)&d_o, (size_t)(per * c->n * isz)));
-    CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)(lper * c->n) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_lse_out, (size_t)lper * 4));
-    CUDA_OK(cudaMemcpy(d_o, h_o, (size_t)(per * c->n * isz), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_lse, h_lse, (size_t)(lper * c->n) * 4, cudaMemcpyHostToDevice));
+    d_o = (char *)gpu_upload(h_o, (size_t)(per * c->n * isz));
+    d_lse = (float *)gpu_upload(h_lse, (size_t)(lper * c->n) * 4);
+    d_out = c->in_place ? d_o : (char *)gpu_poisoned((size_t)(out_elems * osz), 0xff);
+    d_lse_out = (float *)gpu_poisoned((size_t)lper * 4, 0xff);
+    gpu_merge_init(&g, c->n, c->rows, c->heads, c->dim, c->in, c->out, per, d_o, d_lse, h_o, h_lse);
+    g.m.o_stride_t = g.rm.o_stride_t = st;
+    g.m.o_stride_h = g.rm.o_stride_h = sh;
+    g.m.out = d_out;
+    g.m.lse_out = d_lse_out;
     if (c->in_place) {
-        d_out = d_o;
-    } else {
-        CUDA_OK(cudaMalloc((void **)&d_out, (size_t)(out_elems * osz)));
-        CUDA_OK(cudaMemset(d_out, 0xff, (size_t)(out_elems * osz)));
+        g.m.out_stride_t = st;
+        g.m.out_stride_h = sh;
     }
-    CUDA_OK(cudaMemset(d_lse_out, 0xff, (size_t)lper * 4));
-    for (k = 0; k < c->n; k++) {
-        o[k] = d_o + (size_t)(k * per * isz);
-        l[k] = d_lse + k * lper;
-        ho[k] = h_o + (size_t)(k * per * isz);
-        hl[k] = h_lse + k * lper;
-    }
-    memset(&m, 0, sizeof m);
-    m.num_states = c->n;
-    m.rows = c->rows;
-    m.heads = c->heads;
-    m.head_dim = c->dim;
-    m.in_dtype = (dcpattn_dtype)c->in;
-    m.out_dtype = (dcpattn_dtype)c->out;
-    m.o = o;
-    m.lse = l;
-    m.o_stride_t = st;
-    m.o_stride_h = sh;
-    m.out = d_out;
-    m.lse_out = d_lse_out;
-    if (c->in_place) {
-        m.out_stride_t = st;
-        m.out_stride_h = sh;
-    }
-    m.lse_base2_in = c->base2_in;
-    m.lse_base2_out = c->base2_out;
-    s = dcpattn_merge(ctx, &m, 0);
+    g.m.lse_base2_in = g.rm.lse_base2_in = c->base2_in;
+    g.m.lse_base2_out = g.rm.lse_base2_out = c->base2_out;
+    s = dcpattn_merge(ctx, &g.m, 0);
     CHECK(s == DCPATTN_STATUS_SUCCESS, "merge: %s", dcpattn_last_error());
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(h_out, d_out, (size_t)(out_elems * osz), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(h_lse_out, d_lse_out, (size_t)lper * 4, cudaMemcpyDeviceToHost));
-    memset(&rm, 0, sizeof rm);
-    rm.num_states = c->n;
-    rm.rows = c->rows;
-    rm.heads = c->heads;
-    rm.head_dim = c->dim;
-    rm.o = ho;
-    rm.o_type = c->in == DCPATTN_FP32 ? REF_FP32 : c->in;
-    rm.o_stride_t = st;
-    rm.o_stride_h = sh;
-    rm.lse = hl;
-    rm.lse_type = REF_FP32;
-    rm.lse_base2_in = c->base2_in;
-    rm.lse_base2_out = c->base2_out;
-    ref_merge(&rm, r_o, r_l);
-    eo = ref_compare3(r_o, h_out, c->out == DCPATTN_FP32 ? REF_FP32 : c->out, c->rows, c->heads, c->dim,
-                      c->in_place ? st : 0, c->in_place ? sh : 0);
+    gpu_download(h_out, d_out, (size_t)(out_elems * osz));
+    gpu_download(h_lse_out, d_lse_out, (size_t)lper * 4);
+    ref_merge(&g.rm, r_o, r_l);
+    eo = ref_compare3(r_o, h_out, c->out, c->rows, c->heads, c->dim, c->in_place ? st : 0, c->in_place ? sh : 0);
     el = ref_compare(r_l, h_lse_out, REF_FP32, lper);
     CHECK(ref_err_ok(&eo, 4 * tol_for(c->out), tol_for(c->out)) && ref_err_ok(&el, 1e-4, 1e-5),
           "merge in=%d out=%d n=%d rows=%d heads=%d dim=%d pad=%d base2=%d/%d in_place=%d: out %s, lse %s", c->in,
@@ -227,15 +164,11 @@ int main(void) {
     };
     dcpattn_context *ctx;
     dcpattn_context_desc cd;
-    int count = 0, i, rep;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no GPU found: GPU tests not run\n");
-        return check_summary();
-    }
+    int i, rep;
+    if (!gpu_found("GPU tests")) return check_summary();
     seed = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)seed);
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaFree(0));
+    gpu_use(0);
     memset(&cd, 0, sizeof cd);
     CHECK(dcpattn_context_create(&cd, &ctx) == 0, "context: %s", dcpattn_last_error());
     for (rep = 0; rep < 2; rep++) /* fresh random inputs each time */

@@ -36,17 +36,18 @@
 /* A CUDA error (an illegal address in a kernel is sticky) ends the run: it names the case
    that was running and still prints the summary line. */
 static char g_case[1280];
-#define CUDA_OK(x)                                                                                  \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n  while running: %s\n", __FILE__, __LINE__, #x,         \
-                    cudaGetErrorString(e_), g_case);                                                \
-            check_failed_++;                                                                        \
-            check_summary();                                                                        \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+static void case_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n  while running: %s\n", g_case);
+    check_failed_++;
+    check_summary();
+    exit(1);
+}
+#define GPU_UTIL_FAIL case_fail
+#include "gpu_util.h"
 
 #define MAXB 8       /* sequences per batch */
 #define Q_TAIL 8     /* NaN rows after q's last row: max_total_q - total_q may reach it */
@@ -60,7 +61,6 @@ static size_t g_ws_size;
 static double ref_seconds;
 static long long seen_empty_rows, seen_zero_local_seqs, launches;
 
-static double now_s(void);
 static double section_t0;
 static long long section_launches;
 static void section(const char *name) {
@@ -73,11 +73,6 @@ static void section(const char *name) {
     fflush(stdout);
     section_t0 = t;
     section_launches = launches;
-}
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 static int rnd(int lo, int hi) { return hi <= lo ? lo : lo + (int)(ref_rand_u64(&seed) % (uint64_t)(hi - lo + 1)); }
 static const char *dt_name(int t) { return t == DCPATTN_FP16 ? "fp16" : "bf16"; }
@@ -722,33 +717,32 @@ static const int INTERLEAVES[4] = {1, 2, 16, 64};
 /* Sweep case k = 5*iD + iG of the head-dim x group cross product. */
 static acase sweep_case(int k) {
     static const int QMAX[5] = {16, 1, 8, 3, 12};
-    acase c;
-    int iD = k / 5, iG = k % 5;
-    memset(&c, 0, sizeof c);
-    c.what = "sweep";
-    c.dtype = iD == iG ? DCPATTN_FP16 : DCPATTN_BF16; /* each head dim and each group once in fp16 */
-    c.d = HEAD_DIMS[iD];
-    c.group = GROUPS[iG];
-    c.hkv = c.group >= 8 ? 16 / c.group : c.group == 1 ? 8 : 2; /* 8..16 query heads */
-    c.ps = PAGES[k % 3];
-    c.causal = k % 6 != 5;
-    c.W = WORLDS[k % 4];
-    c.I = INTERLEAVES[(k / 4) % 4]; /* k < 16 meets every (W, I) pair */
-    c.rank = -1;
-    c.batch = 3 + k % 3;
-    c.qlen_max = QMAX[(iD + iG) % 5];
-    c.L_min = 16;
-    c.L_max = 600;
-    c.n_short = c.W * c.I > 1 ? 2 : 0;
-    c.splits[0] = 1;
-    c.splits[1] = 0;
-    c.splits[2] = 16;
-    c.n_splits = 3;
-    c.lse_mode = k % 3;
-    c.pad = k % 4 == 2 ? 8 : 0;
-    c.extra_rows = k % 5 == 1 ? 5 : 0;
-    c.no_global = k % 8 == 0;
-    c.scale = k % 7 == 3 ? 0.3f : 0.0f;
+    const int iD = k / 5, iG = k % 5, W = WORLDS[k % 4], I = INTERLEAVES[(k / 4) % 4]; /* k < 16: every (W, I) */
+    const int group = GROUPS[iG];
+    const acase c = {
+        .what = "sweep",
+        .dtype = iD == iG ? DCPATTN_FP16 : DCPATTN_BF16, /* each head dim and each group once in fp16 */
+        .d = HEAD_DIMS[iD],
+        .group = group,
+        .hkv = group >= 8 ? 16 / group : group == 1 ? 8 : 2, /* 8..16 query heads */
+        .ps = PAGES[k % 3],
+        .causal = k % 6 != 5,
+        .W = W,
+        .I = I,
+        .rank = -1,
+        .batch = 3 + k % 3,
+        .qlen_max = QMAX[(iD + iG) % 5],
+        .L_min = 16,
+        .L_max = 600,
+        .n_short = W * I > 1 ? 2 : 0,
+        .splits = {1, 0, 16},
+        .n_splits = 3,
+        .lse_mode = k % 3,
+        .pad = k % 4 == 2 ? 8 : 0,
+        .extra_rows = k % 5 == 1 ? 5 : 0,
+        .no_global = k % 8 == 0,
+        .scale = k % 7 == 3 ? 0.3f : 0.0f,
+    };
     return c;
 }
 
@@ -757,81 +751,44 @@ static acase chunk_case(int i) {
     static const int G[5] = {16, 6, 4, 8, 1}, HKV[5] = {1, 1, 2, 1, 2}, DT[5] = {1, 2, 1, 1, 2};
     static const int PS[5] = {16, 1, 64, 1, 16}, CAUSAL[5] = {1, 1, 0, 1, 0};
     static const int W[5] = {1, 2, 4, 8, 2}, I[5] = {1, 16, 2, 1, 64};
-    acase c;
-    memset(&c, 0, sizeof c);
-    c.what = "chunk";
-    c.dtype = DT[i];
-    c.d = HEAD_DIMS[i];
-    c.group = G[i];
-    c.hkv = HKV[i];
-    c.ps = PS[i];
-    c.causal = CAUSAL[i];
-    c.W = W[i];
-    c.I = I[i];
-    c.rank = -1;
-    c.batch = 5;
-    c.qlen_max = 16;
-    c.chunk = 1;
-    c.L_min = 16;
-    c.L_max = 400;
-    c.n_short = c.W * c.I > 1 ? 1 : 0;
-    c.splits[0] = 1;
-    c.splits[1] = 0;
-    c.splits[2] = 16;
-    c.n_splits = 3;
-    c.lse_mode = i % 3;
-    c.pad = i == 3 ? 16 : 0;
+    const acase c = {
+        .what = "chunk",
+        .dtype = DT[i],
+        .d = HEAD_DIMS[i],
+        .group = G[i],
+        .hkv = HKV[i],
+        .ps = PS[i],
+        .causal = CAUSAL[i],
+        .W = W[i],
+        .I = I[i],
+        .rank = -1,
+        .batch = 5,
+        .qlen_max = 16,
+        .chunk = 1,
+        .L_min = 16,
+        .L_max = 400,
+        .n_short = W[i] * I[i] > 1 ? 1 : 0,
+        .splits = {1, 0, 16},
+        .n_splits = 3,
+        .lse_mode = i % 3,
+        .pad = i == 3 ? 16 : 0,
+    };
     return c;
 }
 
 /* L ~ 5000, decode and MTP rows, splits 1, auto and 64 (fewer than the 79 KV tiles). */
-static acase long_case(void) {
-    acase c;
-    memset(&c, 0, sizeof c);
-    c.what = "long";
-    c.dtype = DCPATTN_BF16;
-    c.d = 128;
-    c.group = 8;
-    c.hkv = 1;
-    c.ps = 64;
-    c.causal = 1;
-    c.W = 1;
-    c.I = 1;
-    c.rank = 0;
-    c.batch = 2;
-    c.qlen_max = 4;
-    c.L_min = 4500;
-    c.L_max = 5500;
-    c.splits[0] = 1;
-    c.splits[1] = 0;
-    c.splits[2] = 64;
-    c.n_splits = 3;
-    return c;
-}
+static const acase LONG_CASE = {
+    .what = "long", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 1, .ps = 64, .causal = 1,
+    .W = 1, .I = 1, .rank = 0, .batch = 2, .qlen_max = 4, .L_min = 4500, .L_max = 5500,
+    .splits = {1, 0, 64}, .n_splits = 3,
+};
 
 /* Every sequence has zero tokens on rank 3 of W = 4, I = 16 (L <= 48): zeros and -inf. */
-static acase zero_local_case(void) {
-    acase c;
-    memset(&c, 0, sizeof c);
-    c.what = "all-zero-local";
-    c.dtype = DCPATTN_BF16;
-    c.d = 128;
-    c.group = 4;
-    c.hkv = 2;
-    c.ps = 16;
-    c.causal = 1;
-    c.W = 4;
-    c.I = 16;
-    c.rank = 3;
-    c.batch = 3;
-    c.qlen_max = 4;
-    c.L_min = 1;
-    c.L_max = 48;
-    c.splits[0] = 1;
-    c.splits[1] = 16;
-    c.n_splits = 2;
-    return c;
-}
+static const acase ZERO_LOCAL_CASE = {
+    .what = "all-zero-local", .dtype = DCPATTN_BF16, .d = 128, .group = 4, .hkv = 2, .ps = 16, .causal = 1,
+    .W = 4, .I = 16, .rank = 3, .batch = 3, .qlen_max = 4, .L_min = 1, .L_max = 48,
+    .splits = {1, 16}, .n_splits = 2,
+};
 
 /* ---------------- one-GPU simulated DCP ----------------
    W launches (one per rank, each its own plan and shard), dcpattn_merge of the W partial
@@ -1131,14 +1088,11 @@ int main(void) {
     };
     static const int quick_sweep[3] = {6, 13, 17};
     dcpattn_context_desc cd;
-    int count = 0, i;
+    int i;
     const char *env;
     double t0;
     acase c;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no GPU found: GPU tests not run\n");
-        return check_summary();
-    }
+    if (!gpu_found("GPU tests")) return check_summary();
     env = getenv("DCPATTN_TEST_QUICK");
     quick = env && *env && strcmp(env, "0") != 0;
     env = getenv("DCPATTN_TEST_SEED");
@@ -1146,8 +1100,7 @@ int main(void) {
     printf("seed %llu (DCPATTN_TEST_SEED=%llu repeats this run)%s\n", (unsigned long long)seed,
            (unsigned long long)seed, quick ? ", quick subset" : "");
     t0 = now_s();
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaFree(0));
+    gpu_use(0);
     memset(&cd, 0, sizeof cd);
     if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
         CHECK(0, "context: %s", dcpattn_last_error());
@@ -1167,12 +1120,10 @@ int main(void) {
     }
     section(NULL);
     section("long (L ~ 5000)");
-    c = long_case();
-    attn_case(&c);
+    attn_case(&LONG_CASE);
     section(NULL);
     section("all zero local tokens");
-    c = zero_local_case();
-    attn_case(&c);
+    attn_case(&ZERO_LOCAL_CASE);
     section(NULL);
     section("one-GPU DCP + merge");
     for (i = 0; i < 6; i++)

@@ -12,15 +12,7 @@
 
 #include "check.h"
 #include "ref.h"
-
-#define CUDA_OK(x)                                                                                  \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "gpu_util.h"
 
 enum { DQK = 576, DV = 512, MAXB = 8 };
 
@@ -131,23 +123,15 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
     rp.emulate_lowp = 1;
     CHECK(ref_attn(&rp, &in, b_o, b_l) == 0, "%s: ref lowp: %s", what, ref_error());
 
-    /* device */
-    CUDA_OK(cudaMalloc(&d_q, (size_t)(total_q * hq * DQK) * 2));
-    CUDA_OK(cudaMalloc(&d_k, (size_t)kc_elems * 2));
-    CUDA_OK(cudaMalloc(&d_out, (size_t)(total_q * hq * DV) * 2));
-    CUDA_OK(cudaMalloc((void **)&d_lse, (size_t)(total_q * hq) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_bt, (size_t)(B * sh.block_table_stride) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_cu, (size_t)(B + 1) * 4));
-    CUDA_OK(cudaMalloc((void **)&d_used, (size_t)B * 4));
-    CUDA_OK(cudaMalloc((void **)&d_glob, (size_t)B * 4));
-    CUDA_OK(cudaMemcpy(d_q, q, (size_t)(total_q * hq * DQK) * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_k, kc, (size_t)kc_elems * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_bt, sh.block_table, (size_t)(B * sh.block_table_stride) * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_cu, cu, (size_t)(B + 1) * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_used, sh.seqused_k, (size_t)B * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_glob, sh.seqused_k_global, (size_t)B * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(d_out, 0xff, (size_t)(total_q * hq * DV) * 2)); /* NaN poison */
-    CUDA_OK(cudaMemset(d_lse, 0xff, (size_t)(total_q * hq) * 4));
+    /* device: inputs uploaded, outputs NaN-poisoned */
+    d_q = gpu_upload(q, (size_t)(total_q * hq * DQK) * 2);
+    d_k = gpu_upload(kc, (size_t)kc_elems * 2);
+    d_bt = (int32_t *)gpu_upload(sh.block_table, (size_t)(B * sh.block_table_stride) * 4);
+    d_cu = (int32_t *)gpu_upload(cu, (size_t)(B + 1) * 4);
+    d_used = (int32_t *)gpu_upload(sh.seqused_k, (size_t)B * 4);
+    d_glob = (int32_t *)gpu_upload(sh.seqused_k_global, (size_t)B * 4);
+    d_out = gpu_poisoned((size_t)(total_q * hq * DV) * 2, 0xff);
+    d_lse = (float *)gpu_poisoned((size_t)(total_q * hq) * 4, 0xff);
 
     memset(&d, 0, sizeof d);
     d.dtype = (dcpattn_dtype)dt;
@@ -196,8 +180,8 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
         CUDA_OK(cudaDeviceSynchronize());
         h_out = (uint16_t *)malloc((size_t)(total_q * hq * DV) * 2);
         h_lse = (float *)malloc((size_t)(total_q * hq) * 4);
-        CUDA_OK(cudaMemcpy(h_out, d_out, (size_t)(total_q * hq * DV) * 2, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(h_lse, d_lse, (size_t)(total_q * hq) * 4, cudaMemcpyDeviceToHost));
+        gpu_download(h_out, d_out, (size_t)(total_q * hq * DV) * 2);
+        gpu_download(h_lse, d_lse, (size_t)(total_q * hq) * 4);
         eo = ref_compare(r_o, h_out, dt, total_q * hq * DV);
         bo = ref_compare(r_o, b_o, REF_F64, total_q * hq * DV); /* baseline: low-precision ref vs exact */
         el = ref_compare(r_l, h_lse, REF_FP32, total_q * hq);
@@ -238,15 +222,11 @@ int main(void) {
     };
     dcpattn_context *ctx;
     dcpattn_context_desc cd;
-    int count = 0, i, rep;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no GPU found: GPU tests not run\n");
-        return check_summary();
-    }
+    int i, rep;
+    if (!gpu_found("GPU tests")) return check_summary();
     seed = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)seed);
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaFree(0));
+    gpu_use(0);
     memset(&cd, 0, sizeof cd);
     CHECK(dcpattn_context_create(&cd, &ctx) == 0, "context: %s", dcpattn_last_error());
     for (rep = 0; rep < 2; rep++) /* fresh random inputs each time */

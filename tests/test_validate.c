@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <string.h>
 
@@ -87,6 +88,24 @@ static dcpattn_attn_desc valid_desc(void) {
     return d;
 }
 
+/* One int field of the valid case set to a bad value: rejected (invalid argument or
+   unsupported) with a message that names the field and the value. */
+typedef struct bad_int {
+    int line;
+    size_t off;
+    int value;
+    const char *field, *shown;
+} bad_int;
+#define BAD_INT(type, f, v) {__LINE__, offsetof(type, f), v, #f, #v}
+static void reject_desc_ints(const bad_int *b, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        dcpattn_attn_desc d = valid_desc();
+        memcpy((char *)&d + b[i].off, &b[i].value, sizeof(int));
+        expect_reject_(b[i].line, b[i].field, dcpattn_attn_desc_validate(&d), BAD_VALUE, b[i].field, b[i].shown);
+    }
+}
+
 static dcpattn_attn_args valid_args(void) {
     dcpattn_attn_args a;
     memset(&a, 0, sizeof a);
@@ -136,26 +155,27 @@ static void test_desc(void) {
     /* heads */
     d = valid_desc(); d.num_kv_heads = 5;
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_q_heads|num_kv_heads", "5");
-    d = valid_desc(); d.num_kv_heads = 0;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_kv_heads", "0");
-    d = valid_desc(); d.num_kv_heads = -8;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_kv_heads", "-8");
-    d = valid_desc(); d.num_q_heads = 0;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_q_heads", "0");
-    d = valid_desc(); d.num_q_heads = -32;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_q_heads", "-32");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, num_kv_heads, 0),
+            BAD_INT(dcpattn_attn_desc, num_kv_heads, -8),
+            BAD_INT(dcpattn_attn_desc, num_q_heads, 0),
+            BAD_INT(dcpattn_attn_desc, num_q_heads, -32),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
 
     /* head dims */
-    d = valid_desc(); d.head_dim = 0;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim", "0");
-    d = valid_desc(); d.head_dim = -128;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim", "-128");
-    d = valid_desc(); d.head_dim_v = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim_v", "-1");
-    d = valid_desc(); d.head_dim = 100;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim", "100");
-    d = valid_desc(); d.head_dim = 512;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim", "512");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, head_dim, 0),
+            BAD_INT(dcpattn_attn_desc, head_dim, -128),
+            BAD_INT(dcpattn_attn_desc, head_dim_v, -1),
+            BAD_INT(dcpattn_attn_desc, head_dim, 100),
+            BAD_INT(dcpattn_attn_desc, head_dim, 512),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
     d = valid_desc(); d.head_dim = 128; d.head_dim_v = 64; /* neither GQA nor MLA */
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "head_dim|head_dim_v", "64");
     d = valid_desc(); d.head_dim = 576; d.head_dim_v = 512; /* MLA shape with 8 KV heads */
@@ -170,30 +190,35 @@ static void test_desc(void) {
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dtype", "99");
 
     /* placement */
-    d = valid_desc(); d.dcp_world = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_world", "-1");
-    d = valid_desc(); d.dcp_rank = 4;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_rank", "4");
-    d = valid_desc(); d.dcp_rank = 9;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_rank", "9");
-    d = valid_desc(); d.dcp_rank = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_rank", "-1");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, dcp_world, -1),
+            BAD_INT(dcpattn_attn_desc, dcp_rank, 4),
+            BAD_INT(dcpattn_attn_desc, dcp_rank, 9),
+            BAD_INT(dcpattn_attn_desc, dcp_rank, -1),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
     d = valid_desc(); d.dcp_world = 0; d.dcp_rank = 1; /* default W = 1 has no rank 1 */
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_rank", "1");
-    d = valid_desc(); d.dcp_interleave = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_interleave", "-1");
-    d = valid_desc(); d.dcp_interleave = -16;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dcp_interleave", "-16");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, dcp_interleave, -1),
+            BAD_INT(dcpattn_attn_desc, dcp_interleave, -16),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
 
     /* page size */
-    d = valid_desc(); d.page_size = 0;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "page_size", "0");
-    d = valid_desc(); d.page_size = -16;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "page_size", "-16");
-    d = valid_desc(); d.page_size = 257;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "page_size", "257");
-    d = valid_desc(); d.page_size = 512;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "page_size", "512");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, page_size, 0),
+            BAD_INT(dcpattn_attn_desc, page_size, -16),
+            BAD_INT(dcpattn_attn_desc, page_size, 257),
+            BAD_INT(dcpattn_attn_desc, page_size, 512),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
 
     /* upper bounds and policies */
     d = valid_desc(); d.max_batch = 0;
@@ -202,14 +227,15 @@ static void test_desc(void) {
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "max_batch", "-1");
     d = valid_desc(); d.max_q_len = 0;
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "max_q_len", NULL);
-    d = valid_desc(); d.max_seqlen_k = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "max_seqlen_k", "-1");
-    d = valid_desc(); d.max_total_q = -5;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "max_total_q", "-5");
-    d = valid_desc(); d.num_splits = -1;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_splits", "-1");
-    d = valid_desc(); d.num_sms = -3;
-    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "num_sms", "-3");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, max_seqlen_k, -1),
+            BAD_INT(dcpattn_attn_desc, max_total_q, -5),
+            BAD_INT(dcpattn_attn_desc, num_splits, -1),
+            BAD_INT(dcpattn_attn_desc, num_sms, -3),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
     d = valid_desc(); d.softmax_scale = NAN;
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "softmax_scale", NULL);
     d = valid_desc(); d.softmax_scale = INFINITY;
@@ -418,6 +444,16 @@ static dcpattn_merge_args valid_merge(void) {
     return m;
 }
 
+static void reject_merge_ints(const bad_int *b, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        dcpattn_merge_args m = valid_merge();
+        memcpy((char *)&m + b[i].off, &b[i].value, sizeof(int));
+        expect_reject_(b[i].line, b[i].field, dcpattn_merge_validate(&m), BAD_VALUE, b[i].field, b[i].shown);
+    }
+}
+
+
 static void test_merge(void) {
     dcpattn_merge_args m;
 
@@ -439,24 +475,20 @@ static void test_merge(void) {
     REJECT(dcpattn_merge_validate(NULL), ANY_REJECT, "args", NULL);
 
     /* counts and dims */
-    m = valid_merge(); m.num_states = 0;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "num_states", "0");
-    m = valid_merge(); m.num_states = -1;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "num_states", "-1");
-    m = valid_merge(); m.num_states = 65;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "num_states", "65");
-    m = valid_merge(); m.rows = 0;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "rows", "0");
-    m = valid_merge(); m.rows = -3;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "rows", "-3");
-    m = valid_merge(); m.heads = 0;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "heads", "0");
-    m = valid_merge(); m.heads = -2;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "heads", "-2");
-    m = valid_merge(); m.head_dim = 0;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "head_dim", "0");
-    m = valid_merge(); m.head_dim = -8;
-    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "head_dim", "-8");
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_merge_args, num_states, 0),
+            BAD_INT(dcpattn_merge_args, num_states, -1),
+            BAD_INT(dcpattn_merge_args, num_states, 65),
+            BAD_INT(dcpattn_merge_args, rows, 0),
+            BAD_INT(dcpattn_merge_args, rows, -3),
+            BAD_INT(dcpattn_merge_args, heads, 0),
+            BAD_INT(dcpattn_merge_args, heads, -2),
+            BAD_INT(dcpattn_merge_args, head_dim, 0),
+            BAD_INT(dcpattn_merge_args, head_dim, -8),
+        };
+        reject_merge_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
     /* head_dim not a whole number of 16-byte vectors */
     m = valid_merge(); m.head_dim = 100;
     REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "head_dim", "100");
