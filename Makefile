@@ -56,11 +56,11 @@ $(BUILD):
 	$(Q)mkdir -p $(BUILD)
 
 # ---- host programs (each a single C file that includes the header's implementation) ----
-$(BUILD)/%: examples/%.c $(HEADER) tests/ref.h | $(BUILD)
+$(BUILD)/%: examples/%.c $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(HOSTFLAGS) -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
-$(BUILD)/%: tests/%.c $(HEADER) tests/ref.h tests/check.h | $(BUILD)
+$(BUILD)/%: tests/%.c $(HEADER) tests/ref.h tests/check.h tests/gpu_util.h | $(BUILD)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(HOSTFLAGS) -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
@@ -111,7 +111,7 @@ test-gpu: aot $(GPU_TESTS)
 	$(Q)$(BUILD)/test_gpu
 
 # the benchmark is CUDA C++ (its ceiling kernel and cuBLAS GEMM), built with nvcc
-$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h | $(BUILD)
+$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD)
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  $< -o $@ $(HOSTLIBS) -lcublas
