@@ -22,20 +22,14 @@ namespace dcpattn {
 template <class IN_T, class OUT_T, int THREADS, int UNROLL = kMergeUnroll, int ITEMS = kMergeItems>
 __device__ __forceinline__ void rescale_state(const dcpattn_merge_kparams &p) {
     using namespace merge_detail;
-    constexpr int VEC = vec_traits<IN_T>::VEC;
-    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
-    constexpr int U = UNROLL;
-
-    const unsigned vpr = (unsigned)p.head_dim / VEC;
-    const unsigned long long base = (unsigned long long)blockIdx.x * (THREADS * ITEMS);
-    const bool small = ((base + THREADS * ITEMS) >> 32) == 0;
-    int limit = p.rows;
-    if (p.rows_limit != nullptr) limit = min(limit, *p.rows_limit);
-    const float sc = p.lse_base2_in ? 1.0f : kLog2e;
+    using Block = block_items<IN_T, THREADS, ITEMS>;
+    const Block blk(p);
+    constexpr int VEC = Block::VEC, U = UNROLL;
+    const float sc = blk.sc;
 
 #pragma unroll 1
     for (int k = 0; k < ITEMS; ++k) {
-        const item it = decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+        const item it = blk.at(p, k);
         if (!it.ok) continue;
         // Online (max, sum) over the W LSE values, U loads in flight at a time.
         float m = neg_inf(), s = 0.0f, l0 = neg_inf();

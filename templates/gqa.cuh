@@ -24,6 +24,7 @@
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
 // of 8 elements (the host validates this).
 #pragma once
+#include "attn.cuh"
 
 namespace dcpattn {
 
@@ -77,59 +78,6 @@ struct GqaTraits {
 
 namespace gqa_detail {
 
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
-    unsigned r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// 16-byte async copy; src_bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ int ldg_i32(const int *p) {
-    int v;
-    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// c += a (16x16, row) * b (16x8, col), fp32 accumulation.
-template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-template <> __device__ __forceinline__ void mma16816<bf16>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <> __device__ __forceinline__ void mma16816<fp16>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void st_global_v4(void *p, unsigned a, unsigned b, unsigned c, unsigned d) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ void st_global_v4f(void *p, float a, float b, float c, float d) {
-    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
 // XOR applied to the 16-byte chunk index of a row so that the 8 rows one ldmatrix phase
 // reads land in 8 different bank groups. Depends only on row % 8; stays inside the row.
 template <int CHUNKS> __device__ __forceinline__ int chunk_xor(int row) {
@@ -152,35 +100,12 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-    const int split = blockIdx.x % p.num_splits, b = blockIdx.x / p.num_splits;
     const int kvh = blockIdx.y;
-    const int row0 = blockIdx.z * M_TILE;  // first packed row of this CTA
-
-    const int q_begin = p.cu_seqlens_q[b];
-    const int q_len = p.cu_seqlens_q[b + 1] - q_begin;
-    const int nrows = q_len * GROUP;
-    if (row0 >= nrows) return;
-
-    const int Lk = p.seqused_k[b];
-    const int L = p.seqused_k_global ? p.seqused_k_global[b] : Lk;
-
-    int kv_begin = 0, kv_end = Lk;
-    if (p.num_splits > 1) {
-        int chunk = (Lk + p.num_splits - 1) / p.num_splits;
-        chunk = (chunk + KV_TILE - 1) / KV_TILE * KV_TILE;
-        kv_begin = min(split * chunk, Lk);
-        kv_end = min(kv_begin + chunk, Lk);
-    }
-    // Keys this row may see, [kv_begin, limit): per-row causal limit on the local shard.
-    auto row_limit = [&](int r) -> int {
-        const int i = min(row0 + r, nrows - 1) / GROUP;
-        int lim = kv_end;
-        if (p.causal) lim = min(lim, local_len(max(L - q_len + i + 1, 0), p.world, p.rank, p.interleave));
-        return lim;
-    };
-    const int cta_hi = row_limit(M_TILE - 1);  // rows are sorted by token, limits by row
-    const int cta_lo = row_limit(0);
-    const int n_tiles = cta_hi > kv_begin ? (cta_hi - kv_begin + KV_TILE - 1) / KV_TILE : 0;
+    AttnCta<GROUP, M_TILE, KV_TILE> cta(p);
+    if (cta.empty()) return;
+    cta.find_keys();
+    const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
+    const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
     const unsigned s_base = smem_u32(gqa_smem);
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
@@ -194,9 +119,8 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
             const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
             const bool ok = R < nrows;
-            const long long off = ok ? ((long long)(q_begin + R / GROUP) * p.q_st +
-                                        (long long)(kvh * GROUP + R % GROUP) * p.q_sh + c * 8) * 2
-                                     : 0;
+            const long long off =
+                ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(kvh * GROUP, R) * p.q_sh + c * 8) * 2 : 0;
             cp_async16(sQ + r * ROW_BYTES + ((c ^ chunk_xor<CHUNKS>(r)) << 4), qb + off, ok ? 16 : 0);
         }
         cp_async_commit();
@@ -208,7 +132,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     // lane per token of the warp looks the token up in the page table one tile ahead and
     // the copying lanes fetch its page and slot with a shuffle.
     constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS;
-    const int *bt = p.block_table + (long long)b * p.bt_stride;
+    const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
     const int ps = p.page_size;
     const bool ps_pow2 = (ps & (ps - 1)) == 0;
     const int ps_shift = __ffs(ps) - 1;
@@ -260,7 +184,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
     const int r_lo = wm * 16 + g, r_hi = r_lo + 8;  // the two rows of this thread's fragments
-    const int lim_lo = row_limit(r_lo), lim_hi = row_limit(r_hi);
+    const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const bool warp_active = row0 + wm * 16 < nrows;
     const int fx = chunk_xor<CHUNKS>(lane & 7);  // swizzle of every ldmatrix row of this lane
     const float scale = p.scale_log2;
@@ -357,10 +281,8 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
             mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
         }
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+        mx_lo = quad_max(mx_lo);
+        mx_hi = quad_max(mx_hi);
         // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
         const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
         const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
@@ -408,10 +330,8 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     // ---- epilogue: merge the WARPS_N partial states of each row, write ----
     cp_async_wait<0>();
     __syncthreads();  // all warps done with Q and K/V: reuse the space
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+    l_lo = quad_sum(l_lo);
+    l_hi = quad_sum(l_hi);
     float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
     float *sm_l = sm_m + WARPS_N * M_TILE;
     float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
@@ -460,22 +380,18 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             acc[0] += f * x.x; acc[1] += f * x.y; acc[2] += f * x.z; acc[3] += f * x.w;
             acc[4] += f * y.x; acc[5] += f * y.y; acc[6] += f * y.z; acc[7] += f * y.w;
         }
-        const long long tq = q_begin + R / GROUP;
-        const int h = kvh * GROUP + R % GROUP;
-        // base-2 LSE; -inf for a row that saw nothing
-        const float lse2 = lsum > 0.f ? mx + fast_log2(lsum) : neg_inf();
+        const AttnRowOut out = cta.row_out(kvh * GROUP, R);
+        const float lse2 = row_lse2(mx, lsum);
         if (split_out) {
-            const long long prow = (long long)split * p.part_split_stride + tq * p.hq + h;
+            const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * D + c;
-            st_global_v4f(dst, acc[0], acc[1], acc[2], acc[3]);
-            st_global_v4f(dst + 4, acc[4], acc[5], acc[6], acc[7]);
+            st16(dst, acc[0], acc[1], acc[2], acc[3]);
+            st16(dst + 4, acc[4], acc[5], acc[6], acc[7]);
             if (c == 0) p.lse_part[prow] = lse2;
         } else {
-            char *dst = static_cast<char *>(p.out) + (tq * p.out_st + (long long)h * p.out_sh + c) * 2;
-            st_global_v4(dst, pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]), pack2<T>(acc[4], acc[5]),
-                         pack2<T>(acc[6], acc[7]));
-            if (c == 0 && p.lse)
-                p.lse[tq * p.lse_st + (long long)h * p.lse_sh] = (p.lse_base2 || lse2 == neg_inf()) ? lse2 : lse2 * kLn2;
+            st16(out.out(c), pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]), pack2<T>(acc[4], acc[5]),
+                 pack2<T>(acc[6], acc[7]));
+            if (c == 0 && p.lse) out.lse(lse2);
         }
     }
 }

@@ -29,6 +29,7 @@
 // before it writes, and no other thread reads those bytes, so it is safe. lse_out must not
 // alias any lse[n] (the threads of one row-head read lse after another may have written).
 #pragma once
+#include "ptx.cuh"
 
 namespace dcpattn {
 
@@ -37,30 +38,6 @@ namespace dcpattn {
 constexpr int kMergeUnroll = 4;
 constexpr int kMergeItems = 2;
 namespace merge_detail {
-
-struct u32x4 { unsigned x, y, z, w; };
-
-// 16-byte load that does not allocate in L1 (every o byte is read once), predicated in the
-// instruction itself so that the loads of a group stay in one basic block and ptxas keeps
-// them all in flight; returns zeros when pred is false (the memory is then not touched).
-__device__ __forceinline__ u32x4 ld_stream16_if(const void *ptr, bool pred) {
-    u32x4 r;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %5, 0;\n\t"
-        "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
-        "@p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(ptr), "r"((int)pred));
-    return r;
-}
-__device__ __forceinline__ void st16(void *ptr, unsigned a, unsigned b, unsigned c, unsigned d) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(a), "r"(b), "r"(c), "r"(d)
-                 : "memory");
-}
-__device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(ptr), "r"(a), "r"(b) : "memory");
-}
 
 // 16 bytes of IN_T -> VEC floats.
 template <class T> struct vec_traits;
@@ -115,22 +92,6 @@ template <> struct storer<bf16, 8> : storer16_8<bf16> {};
 template <> struct storer<fp16, 4> : storer16_4<fp16> {};
 template <> struct storer<fp16, 8> : storer16_8<fp16> {};
 
-}  // namespace merge_detail
-
-namespace merge_detail {
-
-__device__ __forceinline__ float ld_f32_if(const float *ptr, bool pred) {
-    float r;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %2, 0;\n\t"
-        "mov.b32 %0, 0xff800000;\n\t"
-        "@p ld.global.f32 %0, [%1];\n\t}"
-        : "=f"(r)
-        : "l"(ptr), "r"((int)pred));
-    return r;
-}
-
 struct item {
     long long lse_off, o_off, out_off, lse_out_off;
     bool ok, first;  // first: this thread writes the row-head's lse_out
@@ -162,6 +123,30 @@ __device__ __forceinline__ item decode(const dcpattn_merge_kparams &p, unsigned 
     it.lse_out_off = tl * p.lse_out_st + hl * p.lse_out_sh;
     return it;
 }
+
+// The launch contract's arithmetic for this thread: its ITEMS vectors, THREADS apart.
+template <class IN_T, int THREADS, int ITEMS> struct block_items {
+    static constexpr int VEC = vec_traits<IN_T>::VEC;
+    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
+    unsigned vpr;
+    unsigned long long base;
+    bool small;
+    int limit;
+    float sc;
+
+    __device__ __forceinline__ explicit block_items(const dcpattn_merge_kparams &p) {
+        vpr = (unsigned)p.head_dim / VEC;
+        base = (unsigned long long)blockIdx.x * (THREADS * ITEMS);
+        small = ((base + THREADS * ITEMS) >> 32) == 0;  // 32-bit index math fits
+        limit = p.rows;
+        if (p.rows_limit != nullptr) limit = min(limit, *p.rows_limit);
+        sc = p.lse_base2_in ? 1.0f : kLog2e;  // exponents in base 2: x = lse * sc
+    }
+    // Vector k of this thread.
+    __device__ __forceinline__ item at(const dcpattn_merge_kparams &p, int k) const {
+        return decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+    }
+};
 
 // LSE of states c .. c+U-1 (non-finite and absent -> -inf); issued together, no branch.
 template <int U>
@@ -231,22 +216,16 @@ __device__ __forceinline__ void finish(const dcpattn_merge_kparams &p, const ite
 template <class IN_T, class OUT_T, int THREADS, int UNROLL = kMergeUnroll, int ITEMS = kMergeItems>
 __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     using namespace merge_detail;
-    constexpr int VEC = vec_traits<IN_T>::VEC;
-    static_assert(VEC * (int)sizeof(IN_T) == 16, "one 16-byte input vector per thread");
-    constexpr int U = UNROLL;
-
-    const unsigned vpr = (unsigned)p.head_dim / VEC;
-    const unsigned long long base = (unsigned long long)blockIdx.x * (THREADS * ITEMS);
-    const bool small = ((base + THREADS * ITEMS) >> 32) == 0;  // 32-bit index math fits
-    int limit = p.rows;
-    if (p.rows_limit != nullptr) limit = min(limit, *p.rows_limit);
-    const float sc = p.lse_base2_in ? 1.0f : kLog2e;  // exponents in base 2: x = lse * sc
+    using Block = block_items<IN_T, THREADS, ITEMS>;
+    const Block blk(p);
+    constexpr int VEC = Block::VEC, U = UNROLL;
+    const float sc = blk.sc;
     const int n = p.n;
 
     if (n <= U) {
         item its[ITEMS];
 #pragma unroll
-        for (int k = 0; k < ITEMS; ++k) its[k] = decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+        for (int k = 0; k < ITEMS; ++k) its[k] = blk.at(p, k);
         float lcur[U], lnxt[U];
         load_lse<U>(p, its[0], 0, lcur);
 #pragma unroll
@@ -263,7 +242,7 @@ __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     } else {
 #pragma unroll 1
         for (int k = 0; k < ITEMS; ++k) {
-            const item it = decode(p, base + k * THREADS + threadIdx.x, vpr, small, limit, VEC);
+            const item it = blk.at(p, k);
             if (!it.ok) continue;
             float m = neg_inf(), s = 0.0f, acc[VEC];
 #pragma unroll

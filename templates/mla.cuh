@@ -31,6 +31,7 @@
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
 // (the host validates this). v must alias k with the same strides (the host requires it).
 #pragma once
+#include "attn.cuh"
 
 namespace dcpattn {
 
@@ -58,123 +59,10 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
 
 namespace mla_detail {
 
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
-    unsigned r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ int ldg_i32(const int *p) {
-    int v;
-    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
 // The two consumer warpgroups only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
 struct alignas(8) f2 { float x, y; };
-
-// Shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-           ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
-}
-
-// d (64 x 32, fp32) (+)= A (64 x 16, smem, K-major) * B (16 x 32, smem, K-major).
-template <class T> __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate);
-// d (64 x 256, fp32) += A (64 x 16, registers) * B (16 x 256, smem, MN-major).
-template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned long long db);
-
-template <> __device__ __forceinline__ void wgmma_ss_n32<bf16>(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_rs_n256<bf16>(float (&d)[128], const unsigned (&a)[4], unsigned long long db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-template <> __device__ __forceinline__ void wgmma_ss_n32<fp16>(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_rs_n256<fp16>(float (&d)[128], const unsigned (&a)[4], unsigned long long db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
 
 }  // namespace mla_detail
 
@@ -187,33 +75,11 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     extern __shared__ __attribute__((aligned(1024))) unsigned char mla_smem[];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int split = blockIdx.x % p.num_splits, b = blockIdx.x / p.num_splits;
-    const int row0 = blockIdx.z * M_TILE;
-
-    const int q_begin = p.cu_seqlens_q[b];
-    const int q_len = p.cu_seqlens_q[b + 1] - q_begin;
-    const int nrows = q_len * GROUP;
-    if (row0 >= nrows) return;
-
-    const int Lk = p.seqused_k[b];
-    const int L = p.seqused_k_global ? p.seqused_k_global[b] : Lk;
-    int kv_begin = 0, kv_end = Lk;
-    if (p.num_splits > 1) {
-        int chunk = (Lk + p.num_splits - 1) / p.num_splits;
-        chunk = (chunk + KV_TILE - 1) / KV_TILE * KV_TILE;
-        kv_begin = min(split * chunk, Lk);
-        kv_end = min(kv_begin + chunk, Lk);
-    }
-    // Keys row r of the CTA may see: [kv_begin, row_limit(r)).
-    auto row_limit = [&](int r) -> int {
-        const int i = min(row0 + r, nrows - 1) / GROUP;
-        int lim = kv_end;
-        if (p.causal) lim = min(lim, local_len(max(L - q_len + i + 1, 0), p.world, p.rank, p.interleave));
-        return lim;
-    };
-    const int cta_hi = row_limit(M_TILE - 1);  // limits grow with the row
-    const int cta_lo = row_limit(0);
-    const int n_tiles = cta_hi > kv_begin ? (cta_hi - kv_begin + KV_TILE - 1) / KV_TILE : 0;
+    AttnCta<GROUP, M_TILE, KV_TILE> cta(p);
+    if (cta.empty()) return;
+    cta.find_keys();
+    const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
+    const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
     // 1024-byte aligned base (the SW128 atoms need it)
     const unsigned raw = smem_u32(mla_smem);
@@ -229,11 +95,11 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
             const bool ok = R < nrows;
             const long long off =
-                ok ? ((long long)(q_begin + R / GROUP) * p.q_st + (long long)(R % GROUP) * p.q_sh + c * 8) * 2 : 0;
+                ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(0, R) * p.q_sh + c * 8) * 2 : 0;
             cp_async16(sQ + (c >> 3) * BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
         }
         cp_async_commit();
-        cp_async_wait_all();
+        cp_async_wait<0>();
         fence_proxy_async();
     }
     if (tid == 0) {
@@ -251,7 +117,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         // each warp instruction covers 4 tokens x 128 contiguous bytes.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::PRODUCER_REGS));
         const int pt = tid - 256;
-        const int *bt = p.block_table + (long long)b * p.bt_stride;
+        const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
         const int ps = p.page_size;
         const bool ps_pow2 = (ps & (ps - 1)) == 0;
         const int ps_shift = __ffs(ps) - 1;
@@ -278,7 +144,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
                 for (int j = 0; j < CHUNKS / 8; ++j) cp_async16(dst + j * BLOCK_BYTES, src + j * 128, ok ? 16 : 0);
             }
             cp_async_commit();
-            cp_async_wait_all();
+            cp_async_wait<0>();
             fence_proxy_async();  // generic-proxy writes -> read by wgmma (async proxy)
             mbar_arrive(bar_full + 8 * s);
         }
@@ -290,7 +156,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     const int wg = warp >> 2, wi = warp & 3, tw = tid & 127;
     const int g = lane >> 2, q4 = lane & 3;
     const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
-    const int lim_lo = row_limit(r_lo), lim_hi = row_limit(r_hi);
+    const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const float scale = p.scale_log2;
     float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);        // [2][64]
     unsigned *pb = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P);  // [2][8][128]
@@ -344,10 +210,8 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
                 mx_hi = fmaxf(mx_hi, c);
             }
         }
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+        mx_lo = quad_max(mx_lo);
+        mx_hi = quad_max(mx_hi);
         if (q4 == 0) {
             xm[wg * 64 + r_lo] = mx_lo;
             xm[wg * 64 + r_hi] = mx_hi;
@@ -417,10 +281,8 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     }
 
     // ---- epilogue: row sums of both warpgroups, normalize, write ----
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+    l_lo = quad_sum(l_lo);
+    l_hi = quad_sum(l_hi);
     consumer_sync();  // the other warpgroup has read the last tile's maxima
     if (q4 == 0) {
         xm[wg * 64 + r_lo] = l_lo;
@@ -437,11 +299,10 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         if (R >= nrows) continue;
         const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
         const float inv = l > 0.f ? 1.f / l : 0.f;
-        const long long tq = q_begin + R / GROUP;
-        const int h = R % GROUP;
-        const float lse2 = l > 0.f ? m + fast_log2(l) : neg_inf();
+        const AttnRowOut out = cta.row_out(0, R);
+        const float lse2 = row_lse2(m, l);
         if (split_out) {
-            const long long prow = (long long)split * p.part_split_stride + tq * p.hq + h;
+            const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
 #pragma unroll
             for (int i = 0; i < 32; ++i) {
@@ -452,12 +313,11 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             }
             if (wg == 0 && q4 == 0) p.lse_part[prow] = lse2;
         } else {
-            unsigned *dst = reinterpret_cast<unsigned *>(static_cast<char *>(p.out) +
-                                                         (tq * p.out_st + (long long)h * p.out_sh + wg * 256 + 2 * q4) * 2);
+            unsigned *dst =
+                reinterpret_cast<unsigned *>(static_cast<char *>(p.out) + (out.out_index() + wg * 256 + 2 * q4) * 2);
 #pragma unroll
             for (int i = 0; i < 32; ++i) dst[i * 4] = pack2<T>(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
-            if (wg == 0 && q4 == 0 && p.lse)
-                p.lse[tq * p.lse_st + (long long)h * p.lse_sh] = (p.lse_base2 || lse2 == neg_inf()) ? lse2 : lse2 * kLn2;
+            if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
         }
     }
 }

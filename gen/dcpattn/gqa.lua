@@ -3,9 +3,8 @@
 -- Name: gqa_<dtype>_d<D>_g<G>_m<M>, e.g. gqa_bf16_d128_g8_m16.
 local M = {}
 
-local pairs, ipairs, tostring = pairs, ipairs, tostring
-local format, match = string.format, string.match
-local concat, sort = table.concat, table.sort
+local pairs, ipairs = pairs, ipairs
+local format = string.format
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
 
@@ -52,16 +51,8 @@ local DEFAULT_M_TILES = { 16, 64 }
 
 -- ---------------------------------------------------------------------------------------------
 
-local function sorted_numbers(t)
-    local ks = {}
-    for k in pairs(t) do ks[#ks + 1] = k end
-    sort(ks)
-    for i = 1, #ks do ks[i] = tostring(ks[i]) end
-    return concat(ks, ", ")
-end
-
-M.head_dims = sorted_numbers(HEAD_DIMS)
-M.m_tiles = sorted_numbers(M_TILES)
+M.head_dims = util.sorted_numbers(HEAD_DIMS)
+M.m_tiles = util.sorted_numbers(M_TILES)
 M.max_group = MAX_GROUP
 
 -- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles).
@@ -74,27 +65,14 @@ function M.m_tile_for(rows)
     return best or largest
 end
 
--- A field value for a message; absent fields say so.
-local function show(v)
-    if v == nil then return "(missing)" end
-    return tostring(v)
-end
+local show = util.show
 
-local FIELDS = { family = true, dtype = true, head_dim = true, group = true, m_tile = true }
-
-function M.validate(spec)
-    for k in pairs(spec) do
-        if not FIELDS[k] then return nil, format("unknown field '%s'", tostring(k)) end
-    end
-    local dtype = types.canonical(spec.dtype, DTYPES)
-    if not dtype then
-        return nil, format("unknown dtype '%s' (expected %s)", show(spec.dtype),
-            concat(DTYPES, ", "))
-    end
+util.family(M, { { "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile", "m" } }, function(spec)
+    local dtype, err = util.dtype(spec.dtype, DTYPES, "")
+    if not dtype then return nil, err end
     local d = util.int(spec.head_dim)
     if not d or not HEAD_DIMS[d] then
-        return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim),
-            M.head_dims)
+        return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim), M.head_dims)
     end
     local g = util.int(spec.group)
     if not g or g < 1 or g > MAX_GROUP then
@@ -103,36 +81,10 @@ function M.validate(spec)
     end
     local m = util.int(spec.m_tile)
     if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile),
-            M.m_tiles)
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), M.m_tiles)
     end
     return { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }
-end
-
--- One "<letter><digits>" field of a name, e.g. d128.
-local function number_field(s, letter)
-    local digits = match(s, "^" .. letter .. "(%d+)$")
-    return digits and util.int(digits)
-end
-
-function M.parse(fields)
-    if #fields ~= 4 then
-        return nil, format("gqa variant names have 4 fields after the family (%s), got %d",
-            M.form, #fields)
-    end
-    local d = number_field(fields[2], "d")
-    local g = number_field(fields[3], "g")
-    local m = number_field(fields[4], "m")
-    local bad = (not d and fields[2]) or (not g and fields[3]) or (not m and fields[4])
-    if bad then
-        return nil, format("malformed field '%s' (expected %s)", bad, M.form)
-    end
-    return M.validate { family = "gqa", dtype = fields[1], head_dim = d, group = g, m_tile = m }
-end
-
-function M.name(spec)
-    return format("gqa_%s_d%d_g%d_m%d", spec.dtype, spec.head_dim, spec.group, spec.m_tile)
-end
+end)
 
 -- Everything the instance template and the launcher need, derived in one place.
 local function traits(spec)
@@ -164,12 +116,7 @@ function M.bindings(spec, name)
 end
 
 function M.meta(spec)
-    local t = traits(spec)
-    return {
-        threads = t.threads, smem = t.smem, rows = spec.m_tile,
-        kv_tile = t.kv_tile, stages = t.stages,
-        dtype = spec.dtype, head_dim = spec.head_dim, group = spec.group,
-    }
+    return util.attn_meta(spec, traits(spec), { head_dim = spec.head_dim, group = spec.group })
 end
 
 function M.defaults()

@@ -4,9 +4,8 @@
 -- Hopper only (wgmma, sm_90a). Name: mla_<dtype>_h<Hq>_m64, e.g. mla_bf16_h128_m64.
 local M = {}
 
-local pairs, ipairs, tostring = pairs, ipairs, tostring
-local format, match = string.format, string.match
-local concat = table.concat
+local ipairs = ipairs
+local format = string.format
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
 
@@ -36,51 +35,22 @@ function M.m_tile_for(rows)
     return 64
 end
 
-local function show(v)
-    if v == nil then return "(missing)" end
-    return tostring(v)
-end
+local show = util.show
+local M_TILE_LIST = util.sorted_numbers(M_TILES)
 
-local FIELDS = { family = true, dtype = true, hq = true, m_tile = true }
-
-function M.validate(spec)
-    for k in pairs(spec) do
-        if not FIELDS[k] then return nil, format("unknown field '%s'", tostring(k)) end
-    end
-    local dtype = types.canonical(spec.dtype, DTYPES)
-    if not dtype then
-        return nil, format("unknown dtype '%s' (expected %s)", show(spec.dtype), concat(DTYPES, ", "))
-    end
+util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
+    local dtype, err = util.dtype(spec.dtype, DTYPES, "")
+    if not dtype then return nil, err end
     local hq = util.int(spec.hq)
     if not hq or hq < 1 or hq > MAX_HQ then
         return nil, format("query heads %s not supported (expected 1..%d)", show(spec.hq), MAX_HQ)
     end
     local m = util.int(spec.m_tile)
     if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected 64)", show(spec.m_tile))
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), M_TILE_LIST)
     end
     return { family = "mla", dtype = dtype, hq = hq, m_tile = m }
-end
-
-local function number_field(s, letter)
-    local digits = match(s, "^" .. letter .. "(%d+)$")
-    return digits and util.int(digits)
-end
-
-function M.parse(fields)
-    if #fields ~= 3 then
-        return nil, format("mla variant names have 3 fields after the family (%s), got %d", M.form, #fields)
-    end
-    local hq = number_field(fields[2], "h")
-    local m = number_field(fields[3], "m")
-    local bad = (not hq and fields[2]) or (not m and fields[3])
-    if bad then return nil, format("malformed field '%s' (expected %s)", bad, M.form) end
-    return M.validate { family = "mla", dtype = fields[1], hq = hq, m_tile = m }
-end
-
-function M.name(spec)
-    return format("mla_%s_h%d_m%d", spec.dtype, spec.hq, spec.m_tile)
-end
+end)
 
 -- Everything the instance template and the launcher need, derived in one place
 -- (templates/mla.cuh, MlaTraits, computes the same shared-memory size).
@@ -107,12 +77,7 @@ function M.bindings(spec, name)
 end
 
 function M.meta(spec)
-    local t = traits(spec)
-    return {
-        threads = t.threads, smem = t.smem, rows = spec.m_tile,
-        kv_tile = t.kv_tile, stages = t.stages,
-        dtype = spec.dtype, head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq,
-    }
+    return util.attn_meta(spec, traits(spec), { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq })
 end
 
 function M.defaults()

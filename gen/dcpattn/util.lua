@@ -1,11 +1,14 @@
--- util.lua — compiler-style error messages and C literals, shared by every generator module.
+-- util.lua — compiler-style error messages and C literals, shared by every generator module;
+-- the name, parse and validation machinery shared by the family modules.
 local M = {}
 
+local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
 local format, pack, unpack = string.format, string.pack, string.unpack
-local find = string.find
+local find, match = string.find, string.match
 local tointeger, mtype = math.tointeger, math.type
 local huge = math.huge
-local sort = table.sort
+local concat, sort = table.concat, table.sort
+local types = require "dcpattn.types"
 
 -- The source position a spec came from when its caller names none.
 M.DEFAULT_WHERE = "spec:1"
@@ -45,6 +48,126 @@ function M.sorted_keys(t)
     for k in pairs(t) do keys[#keys + 1] = k end
     sort(keys, function(a, b) return tostring(a) < tostring(b) end)
     return keys
+end
+
+-- Sorted integer keys of a table as "a, b, c", for messages.
+function M.sorted_numbers(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = k end
+    sort(ks)
+    for i = 1, #ks do ks[i] = tostring(ks[i]) end
+    return concat(ks, ", ")
+end
+
+-- ---- family modules (gen/dcpattn/<family>.lua) ----
+
+-- A field value for a message; absent fields say so.
+function M.show(v)
+    if v == nil then return "(missing)" end
+    return tostring(v)
+end
+
+-- The canonical dtype of `v` if it is one of `allowed`, else nil and a message;
+-- `what` qualifies the dtype in the message ("", "input ", "output ").
+function M.dtype(v, allowed, what)
+    local c = types.canonical(v, allowed)
+    if not c then
+        return nil, format("unknown %sdtype '%s' (expected %s)", what, M.show(v), concat(allowed, ", "))
+    end
+    return c
+end
+
+-- Installs the name machinery of family module F from its name layout: an array of
+-- { field } (a dtype, e.g. bf16) and { field, letter } (an integer after a letter, e.g. d128),
+-- in name order. F has .family and .form; check(spec) validates the known fields and returns
+-- the normalized spec or nil, message. Sets F.validate, F.parse and F.name.
+function M.family(F, layout, check)
+    assert(type(F.family) == "string" and type(F.form) == "string", "family: F.family and F.form expected")
+    local known = { family = true }
+    for _, f in ipairs(layout) do known[f[1]] = true end
+
+    function F.validate(spec)
+        for k in pairs(spec) do
+            if not known[k] then return nil, format("unknown field '%s'", tostring(k)) end
+        end
+        return check(spec)
+    end
+
+    -- `fields` are the name's '_'-separated parts after the family.
+    function F.parse(fields)
+        if #fields ~= #layout then
+            return nil, format("%s variant names have %d fields after the family (%s), got %d",
+                F.family, #layout, F.form, #fields)
+        end
+        local spec = { family = F.family }
+        for i, f in ipairs(layout) do
+            local v = fields[i]
+            if f[2] then
+                local digits = match(v, "^" .. f[2] .. "(%d+)$")
+                v = digits and M.int(digits)
+                if not v then return nil, format("malformed field '%s' (expected %s)", fields[i], F.form) end
+            end
+            spec[f[1]] = v
+        end
+        return F.validate(spec)
+    end
+
+    function F.name(spec)
+        local parts = { F.family }
+        for i, f in ipairs(layout) do parts[i + 1] = (f[2] or "") .. spec[f[1]] end
+        return concat(parts, "_")
+    end
+end
+
+-- meta of an attention variant (gqa, mla): the launch numbers of its traits t (threads, smem,
+-- kv_tile, stages), its rows per CTA and dtype, and the family's `extra` fields.
+function M.attn_meta(spec, t, extra)
+    local meta = {
+        threads = t.threads, smem = t.smem, rows = spec.m_tile,
+        kv_tile = t.kv_tile, stages = t.stages, dtype = spec.dtype,
+    }
+    for k, v in pairs(extra) do meta[k] = v end
+    return meta
+end
+
+-- A family of one kernel over (input dtype, output dtype) pairs: merge and combine.
+-- o: family, template, dtypes (allowed), defaults (the AOT pairs), threads, items (optional:
+-- bound as ITEMS and reported in meta). Name: <family>_<in>_<out>.
+function M.dtype_pair_family(o)
+    local F = { family = o.family, template = o.template, form = o.family .. "_<in>_<out>" }
+    M.family(F, { { "in_dtype" }, { "out_dtype" } }, function(spec)
+        local i, err = M.dtype(spec.in_dtype, o.dtypes, "input ")
+        if not i then return nil, err end
+        local out = i
+        if spec.out_dtype ~= nil then
+            out, err = M.dtype(spec.out_dtype, o.dtypes, "output ")
+            if not out then return nil, err end
+        end
+        return { family = o.family, in_dtype = i, out_dtype = out }
+    end)
+
+    function F.bindings(spec, name)
+        return {
+            NAME = name,
+            IN_T = types.info[spec.in_dtype].ctype,
+            OUT_T = types.info[spec.out_dtype].ctype,
+            THREADS = o.threads,
+            ITEMS = o.items,
+        }
+    end
+
+    function F.meta(spec)
+        return { threads = o.threads, items = o.items, smem = 0, in_dtype = spec.in_dtype, out_dtype = spec.out_dtype }
+    end
+
+    function F.defaults()
+        local specs = {}
+        for i, d in ipairs(o.defaults) do
+            specs[i] = { family = o.family, in_dtype = d[1], out_dtype = d[2] }
+        end
+        return specs
+    end
+    return F
 end
 
 return M

@@ -1,0 +1,174 @@
+// ptx.cuh — the inline-PTX wrappers of the dcpattn kernels: shared-memory addresses, async
+// copies, predicated and streaming global loads, vector stores, ldmatrix, mbarriers, and the
+// tensor-core MMAs (mma.sync for every arch, wgmma for sm_90a), each written once.
+#pragma once
+#include "common.cuh"
+
+namespace dcpattn {
+
+// ---- addresses, async copies, global memory ----
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// 16-byte async copy; src_bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most N groups of this thread's copies are in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Generic-proxy writes of shared memory (cp.async included) -> visible to the async proxy (wgmma).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Read-only (non-coherent) 32-bit load.
+__device__ __forceinline__ int ldg_i32(const int *p) {
+    int v;
+    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+struct u32x4 { unsigned x, y, z, w; };
+
+// 16-byte load that does not allocate in L1 (every byte read once), predicated in the
+// instruction itself so that a group of such loads stays in one basic block and ptxas keeps
+// them all in flight; returns zeros when pred is false (the memory is then not touched).
+__device__ __forceinline__ u32x4 ld_stream16_if(const void *ptr, bool pred) {
+    u32x4 r;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.b32 p, %5, 0;\n\t"
+        "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
+        "@p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(ptr), "r"((int)pred));
+    return r;
+}
+// fp32 load predicated in the instruction; -inf when pred is false (the memory is then not touched).
+__device__ __forceinline__ float ld_f32_if(const float *ptr, bool pred) {
+    float r;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.b32 p, %2, 0;\n\t"
+        "mov.b32 %0, 0xff800000;\n\t"
+        "@p ld.global.f32 %0, [%1];\n\t}"
+        : "=f"(r)
+        : "l"(ptr), "r"((int)pred));
+    return r;
+}
+
+// 16- and 8-byte global stores (ptr aligned to their size).
+__device__ __forceinline__ void st16(void *ptr, unsigned a, unsigned b, unsigned c, unsigned d) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(a), "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
+__device__ __forceinline__ void st16(void *ptr, float a, float b, float c, float d) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(ptr), "r"(a), "r"(b) : "memory");
+}
+
+// ---- ldmatrix, mbarriers, wgmma bookkeeping ----
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Keeps the compiler from moving accesses of r across a wgmma (which reads and writes it).
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// ---- tensor-core MMAs, fp32 accumulation; specialized below for bf16 and fp16 ----
+
+// c += a (16x16, row) * b (16x8, col).
+template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+// d (64 x 32) (+)= A (64 x 16, smem, K-major) * B (16 x 32, smem, K-major).
+template <class T> __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x 256) += A (64 x 16, registers) * B (16 x 256, smem, MN-major).
+template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned long long db);
+
+#define DCPATTN_F8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+    "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define DCPATTN_F32(d, i) DCPATTN_F8(d, i), DCPATTN_F8(d, i + 8), DCPATTN_F8(d, i + 16), DCPATTN_F8(d, i + 24)
+
+// The three MMAs for element type T, whose PTX name is PT ("bf16", "f16").
+#define DCPATTN_MMAS(T, PT)                                                                                           \
+    template <> __device__ __forceinline__ void mma16816<T>(float (&c)[4], const unsigned (&a)[4], unsigned b0,        \
+                                                            unsigned b1) {                                             \
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PT "." PT ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "   \
+                     "{%8, %9}, {%0, %1, %2, %3};\n"                                                                   \
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                  \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                  \
+    }                                                                                                                  \
+    template <> __device__ __forceinline__ void wgmma_ss_n32<T>(float (&d)[16], unsigned long long da,                 \
+                                                                unsigned long long db, int accumulate) {               \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." PT "." PT " "                                       \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, "  \
+                     "0;\n}\n"                                                                                         \
+                     : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)                                                              \
+                     : "l"(da), "l"(db), "r"(accumulate));                                                             \
+    }                                                                                                                  \
+    template <> __device__ __forceinline__ void wgmma_rs_n256<T>(float (&d)[128], const unsigned (&a)[4],              \
+                                                                 unsigned long long db) {                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                                     \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                      \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+                     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
+                     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
+                     "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "  \
+                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "  \
+                     "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, "    \
+                     "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
+                     "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                                                \
+                     : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32), DCPATTN_F32(d, 64), DCPATTN_F32(d, 96)                   \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
+    }
+DCPATTN_MMAS(bf16, "bf16")
+DCPATTN_MMAS(fp16, "f16")
+#undef DCPATTN_MMAS
+#undef DCPATTN_F32
+#undef DCPATTN_F8
+
+}  // namespace dcpattn
