@@ -13,6 +13,7 @@
 #include "check.h"
 
 static const char *VARIANT = "merge_fp32_fp32";
+static const char *ARCH = NULL; /* the context's arch; NULL = default */
 static int warnings;
 static char last_source[32];
 
@@ -41,6 +42,7 @@ static dcpattn_status compile_with(const char *cache_env, const char *data_dir) 
     memset(&cd, 0, sizeof cd);
     cd.compile_only = 1;
     cd.aot_dir = "";
+    cd.arch = ARCH;
     cd.data_dir = data_dir;
     cd.log = on_log;
     cd.log_level = DCPATTN_LOG_WARN;
@@ -282,6 +284,25 @@ int main(void) {
         CHECK(all, "a thread failed: %s", dcpattn_last_error());
         CHECK(count_files(tdir, ".cubin", NULL, 0) == 2 && count_files(tdir, ".tmp", NULL, 0) == 0,
               "threads left %d entries", count_files(tdir, ".cubin", NULL, 0));
+    }
+
+    /* an entry built for another arch is never looked up: the key differs */
+    {
+        char adir[700];
+        snprintf(adir, sizeof adir, "%s/arch", tmpl);
+        ARCH = "sm_90a";
+        CHECK(compile_with(adir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "nvrtc"), "sm_90a cold");
+        ARCH = "sm_80";
+        CHECK(compile_with(adir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "nvrtc"),
+              "an sm_80 context was served the sm_90a entry (source %s)", last_source);
+        CHECK(count_files(adir, ".cubin", NULL, 0) == 2, "one entry per arch");
+        ARCH = "sm_90a";
+        CHECK(compile_with(adir, root) == DCPATTN_STATUS_SUCCESS && !strcmp(last_source, "cache"), "sm_90a warm");
+        ARCH = "sm_99z";
+        CHECK(compile_with(adir, root) == DCPATTN_STATUS_UNSUPPORTED && strstr(dcpattn_last_error(), "sm_99z") &&
+                  strstr(dcpattn_last_error(), "NVRTC"),
+              "an arch NVRTC cannot build: %s", dcpattn_last_error());
+        ARCH = NULL;
     }
 
     /* a spec the generator cannot build: its file:line: error: text as a status */
