@@ -1,17 +1,31 @@
 #!/bin/sh
-# gpu_session.sh [STEP...] — one call on the GPU machine: Lua from the carried .deb/ folder
-# (that machine has no package registry), then the build and the given make targets, with
-# logs under $OUT. Steps default to "test demo".
-set -u
+# gpu_session.sh — everything one call on the GPU machine runs, in priority order, each step
+# bounded, logs under $OUT (what is there comes back even if the call runs out of time):
+# make test, make demo, the benchmark, compute-sanitizer over the quick GPU subsets.
 OUT=${OUT:-/tmp/dcpattn-out}
 mkdir -p "$OUT"
 . tests/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-steps=${*:-test demo}
-rc=0
-for s in $steps; do
-    echo "=== make $s"
-    make -j8 "$s" > "$OUT/$s.log" 2>&1 || rc=1
-    tail -n 40 "$OUT/$s.log"
-done
-exit $rc
+export DCPATTN_CACHE_DIR=${DCPATTN_CACHE_DIR:-/tmp/dcpattn-cache}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+step() { # name seconds command...
+    name=$1; secs=$2; shift 2
+    t0=$(date +%s)
+    timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+    rc=$?
+    echo "=== $name: exit $rc in $(( $(date +%s) - t0 )) s"
+    tail -n "${TAIL:-25}" "$OUT/$name.log"
+}
+step test 300 make -j16 test
+TAIL=12 step demo 60 make demo
+make -s build/bench > "$OUT/build-bench.log" 2>&1
+TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 70
+export DCPATTN_TEST_QUICK=1
+{
+    for tool in memcheck racecheck initcheck synccheck; do
+        for t in test_gpu_attn test_gpu_mla test_gpu; do
+            echo "--- $tool $t"
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 build/$t 2>&1 | tail -n 4
+        done
+    done
+} > "$OUT/sanitizer.log" 2>&1
+echo "=== sanitizer"; cat "$OUT/sanitizer.log"
