@@ -12,7 +12,7 @@
 static void report(void *user, const dcpattn_compile_info *i) {
     (void)user;
     printf("  %-28s %6.2f s %4d regs %6d B smem %4d B spill  %s\n", i->name, i->seconds, i->registers,
-           i->shared_bytes, i->spill_bytes, i->source);
+           i->shared_bytes + i->dynamic_shared_bytes, i->spill_bytes, i->source);
     fflush(stdout);
 }
 

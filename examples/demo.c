@@ -13,7 +13,8 @@
 
 static void row(void *user, const dcpattn_compile_info *i) {
     (void)user;
-    printf("%-28s %8.3f %6d %10d %8d\n", i->name, i->seconds, i->registers, i->shared_bytes, i->spill_bytes);
+    printf("%-28s %8.3f %6d %10d %8d\n", i->name, i->seconds, i->registers, i->shared_bytes + i->dynamic_shared_bytes,
+           i->spill_bytes);
     fflush(stdout);
 }
 

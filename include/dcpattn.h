@@ -185,6 +185,7 @@ typedef struct dcpattn_compile_info {
     double seconds;     /* time spent: Lua render + NVRTC, or cache load */
     int registers;      /* per thread, from ptxas */
     int shared_bytes;   /* static shared memory, from ptxas */
+    int dynamic_shared_bytes; /* dynamic shared memory the launch asks for */
     int spill_bytes;    /* spill stores + loads, from ptxas */
     const char *source; /* "nvrtc", "cache", "aot" or "memory" */
 } dcpattn_compile_info;
@@ -1144,7 +1145,8 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
         return s;
     }
     if (log) {
-        out->registers = dcpattn__ptxas_number(log, " registers");
+        const char *used = strstr(log, "Used "); /* "Used 168 registers": other lines mention registers too */
+        out->registers = used ? atoi(used + 5) : 0;
         out->shared_bytes = dcpattn__ptxas_number(log, " bytes smem");
         out->spill_bytes = dcpattn__ptxas_number(log, " bytes spill stores") +
                            dcpattn__ptxas_number(log, " bytes spill loads");
@@ -1282,6 +1284,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             info->registers = found->registers;
             info->shared_bytes = found->shared_bytes;
             info->spill_bytes = found->spill_bytes;
+            info->dynamic_shared_bytes = found->smem;
             info->source = source;
         }
         return DCPATTN_STATUS_SUCCESS;
@@ -1341,6 +1344,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             info->registers = v.registers;
             info->shared_bytes = v.shared_bytes;
             info->spill_bytes = v.spill_bytes;
+            info->dynamic_shared_bytes = v.smem;
             info->source = source;
         }
     }
