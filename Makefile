@@ -39,7 +39,7 @@ GEN_SRC   := $(wildcard gen/dcpattn/*.lua) gen/dcpattn-gen
 TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 
 .PHONY: all deps demo test test-cpu test-gpu bench install clean aot fuzz
-all: aot
+all: aot $(BUILD)/demo $(BUILD)/dcp_nccl
 
 # ---- dependencies: Lua 5.4 from Debian ----
 deps:
