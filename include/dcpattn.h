@@ -952,8 +952,9 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
 
 /* ================================= cache =================================
    Entry file <dir>/<name>.<key>.cubin: a fixed header, then the cubin. The key hashes the
-   rendered source, the compile options, the NVRTC version, the arch and the library
-   version, so a stale or foreign entry is never even looked up; the payload checksum
+   rendered source, the compile options, the NVRTC version, the arch, the library version
+   and the entry format (bumped when what an entry records changes), so a stale or foreign
+   entry is never even looked up; the payload checksum
    catches truncation and bit flips. Publishing is lock (flock, released by the kernel
    if the process dies) -> temp file -> fsync -> rename. */
 typedef struct dcpattn__entry_header {
@@ -1168,7 +1169,7 @@ static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, uint6
     const char *opts[4];
     int i, k;
     dcpattn__options(ctx, arch_opt, sizeof arch_opt, opts);
-    snprintf(ver, sizeof ver, "nvrtc %d.%d|%s|dcpattn %s", dcpattn__nvrtc.major, dcpattn__nvrtc.minor,
+    snprintf(ver, sizeof ver, "nvrtc %d.%d|%s|dcpattn %s|entry 2", dcpattn__nvrtc.major, dcpattn__nvrtc.minor,
              ctx->arch, DCPATTN_VERSION_STRING);
     for (k = 0; k < 2; k++) {
         uint64_t h = k ? DCPATTN__FNV_B : DCPATTN__FNV_A;
