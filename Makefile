@@ -91,9 +91,13 @@ demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
-             $(BUILD)/test_combine
+             $(BUILD)/test_combine $(BUILD)/test_cache_tsan
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla
 FUZZ_BIN  := $(if $(shell command -v clang 2>/dev/null),$(BUILD)/fuzz_host)
+
+$(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD)
+	@echo "  CC      $@ (ThreadSanitizer)"
+	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=thread -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD)
 	@echo "  CC      $@ (C99 -Wall -Wextra -Werror)"

@@ -39,6 +39,7 @@ run header-c++ "$build/test_header_cpp"
 run cpu-reference "$build/test_cpu"
 run validation "$build/test_validate"
 run cache "$build/test_cache"
+run cache-tsan "$build/test_cache_tsan"
 if [ -x "$build/fuzz_host" ]; then
     mkdir -p "$build/fuzz-corpus"
     run fuzz-15s sh -c "'$build/fuzz_host' -max_total_time=15 '$build/fuzz-corpus' >'$build/fuzz.log' 2>&1 \
