@@ -93,7 +93,10 @@ demo: aot $(BUILD)/demo
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
              $(BUILD)/test_combine $(BUILD)/test_cache_tsan
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla
-FUZZ_BIN  := $(if $(shell command -v clang 2>/dev/null),$(BUILD)/fuzz_host)
+# the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
+HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
+                    | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)
+FUZZ_BIN  := $(if $(HAVE_LIBFUZZER),$(BUILD)/fuzz_host)
 
 $(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD)
 	@echo "  CC      $@ (ThreadSanitizer)"
