@@ -5,8 +5,8 @@
        #define DCPATTN_IMPLEMENTATION
        #include "dcpattn.h"
 
-   Everywhere else include it plainly. Link with Lua 5.4 and libdl:
-       cc app.c -llua5.4 -ldl -lm
+   Everywhere else include it plainly. Link with Lua 5.4, libdl and pthreads:
+       cc app.c -I/usr/include/lua5.4 -llua5.4 -ldl -lm -lpthread
    Nothing from CUDA is linked: the CUDA driver (libcuda.so.1), NVRTC and NCCL are opened
    with dlopen when first needed, so a program built with dcpattn starts on a machine with
    no GPU driver and gets DCPATTN_STATUS_NO_DRIVER from the calls that need one.
@@ -14,9 +14,10 @@
    WHAT IT DOES
    - Attention of q_len >= 1 query tokens per sequence over this rank's shard of a paged KV
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
-     such a shard really has (DESIGN.md 3.2-3.3), returning the output and its log-sum-exp.
-     Families: GQA/MQA (head dims 64, 96, 128, 192, 256, any group size, mma.sync tensor
-     cores) and DeepSeek MLA (576/512, V read from the K rows, Hopper wgmma).
+     such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
+     Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
+     cores, sm_80 and newer) and DeepSeek MLA (576/512, V read from the K rows, wgmma:
+     Hopper sm_90a only; elsewhere its compile fails with DCPATTN_STATUS_COMPILE).
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
      and the DCP combine across the ranks of a group over the caller's NCCL communicator
      (one all-to-all and a merge, or all-gather + reduce-scatter).
