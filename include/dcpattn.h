@@ -1606,13 +1606,8 @@ static int dcpattn__overlap(const void *a, int64_t abytes, const void *b, int64_
     return a0 < b0 + (uintptr_t)bbytes && b0 < a0 + (uintptr_t)abytes;
 }
 
-typedef struct dcpattn__merge_norm {
-    dcpattn_merge_args a;
-    int vec; /* elements per 16-byte vector of the input type */
-} dcpattn__merge_norm;
-
-static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn__merge_norm *n) {
-    dcpattn_merge_args *a = &n->a;
+/* Checks merge arguments and fills the default strides into *a. */
+static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn_merge_args *a) {
     int i, insz, outsz;
     int64_t span_o, span_out, span_lse, span_lse_out, tmp;
     if (!in)
@@ -1634,7 +1629,6 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
                              (int)a->in_dtype, (int)a->out_dtype);
     insz = dcpattn__dtype_size(a->in_dtype);
     outsz = dcpattn__dtype_size(a->out_dtype);
-    n->vec = 16 / insz;
     if (a->head_dim % (16 / insz) || a->head_dim % (16 / outsz))
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "merge: head_dim = %d is not a multiple of 16 bytes for %s in / %s out", a->head_dim,
@@ -1707,8 +1701,8 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
 }
 
 dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
-    dcpattn__merge_norm n;
-    return dcpattn__merge_normalize(args, &n);
+    dcpattn_merge_args a;
+    return dcpattn__merge_normalize(args, &a);
 }
 
 static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz, void *params,
@@ -1720,39 +1714,48 @@ static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, un
                              what);
 }
 
-/* Launches the merge of an already normalized argument set with a loaded variant. */
-static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcpattn__merge_norm *n,
-                                            const int *rows_limit, dcpattn_stream stream) {
-    const dcpattn_merge_args *a = &n->a;
-    dcpattn_merge_kparams kp;
-    int64_t threads_needed;
+/* The kernel's parameter block for normalized merge arguments (state pointers only where
+   a->o and a->lse are given: a plan fills them per run). */
+static void dcpattn__merge_kparams(const dcpattn_merge_args *a, const int *rows_limit, dcpattn_merge_kparams *kp) {
     int i;
-    memset(&kp, 0, sizeof kp);
-    for (i = 0; i < a->num_states; i++) {
-        kp.o[i] = a->o[i];
-        kp.lse[i] = a->lse[i];
+    memset(kp, 0, sizeof *kp);
+    for (i = 0; a->o && a->lse && i < a->num_states; i++) {
+        kp->o[i] = a->o[i];
+        kp->lse[i] = a->lse[i];
     }
-    kp.out = a->out;
-    kp.lse_out = a->lse_out;
-    kp.o_st = a->o_stride_t;
-    kp.o_sh = a->o_stride_h;
-    kp.lse_st = a->lse_stride_t;
-    kp.lse_sh = a->lse_stride_h;
-    kp.out_st = a->out_stride_t;
-    kp.out_sh = a->out_stride_h;
-    kp.lse_out_st = a->lse_out_stride_t;
-    kp.lse_out_sh = a->lse_out_stride_h;
-    kp.rows_limit = rows_limit;
-    kp.n = a->num_states;
-    kp.rows = a->rows;
-    kp.heads = a->heads;
-    kp.head_dim = a->head_dim;
-    kp.lse_base2_in = a->lse_base2_in;
-    kp.lse_base2_out = a->lse_base2_out;
-    /* each thread merges v->items 16-byte input vectors of the (row, head, vector) space */
-    threads_needed = ((int64_t)a->rows * a->heads * (a->head_dim / n->vec) + v->items - 1) / v->items;
-    return dcpattn__launch(v, (unsigned)((threads_needed + v->threads - 1) / v->threads), 1, 1, &kp, stream,
-                           "merge launch");
+    kp->out = a->out;
+    kp->lse_out = a->lse_out;
+    kp->o_st = a->o_stride_t;
+    kp->o_sh = a->o_stride_h;
+    kp->lse_st = a->lse_stride_t;
+    kp->lse_sh = a->lse_stride_h;
+    kp->out_st = a->out_stride_t;
+    kp->out_sh = a->out_stride_h;
+    kp->lse_out_st = a->lse_out_stride_t;
+    kp->lse_out_sh = a->lse_out_stride_h;
+    kp->rows_limit = rows_limit;
+    kp->n = a->num_states;
+    kp->rows = a->rows;
+    kp->heads = a->heads;
+    kp->head_dim = a->head_dim;
+    kp->lse_base2_in = a->lse_base2_in;
+    kp->lse_base2_out = a->lse_base2_out;
+}
+
+/* Blocks of a merge launch: each thread takes v->items 16-byte input vectors of the
+   (row, head, vector) space. */
+static unsigned dcpattn__merge_grid(const dcpattn__variant *v, const dcpattn_merge_args *a) {
+    const int64_t vectors = (int64_t)a->rows * a->heads * (a->head_dim / (16 / dcpattn__dtype_size(a->in_dtype)));
+    const int64_t threads = (vectors + v->items - 1) / v->items;
+    return (unsigned)((threads + v->threads - 1) / v->threads);
+}
+
+/* Launches the merge of a normalized argument set with a loaded variant. */
+static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcpattn_merge_args *a,
+                                            const int *rows_limit, dcpattn_stream stream) {
+    dcpattn_merge_kparams kp;
+    dcpattn__merge_kparams(a, rows_limit, &kp);
+    return dcpattn__launch(v, dcpattn__merge_grid(v, a), 1, 1, &kp, stream, "merge launch");
 }
 
 /* Canonical merge variant name, from the generator (the one place names are made). */
@@ -1785,7 +1788,7 @@ static dcpattn_status dcpattn__merge_name(dcpattn_context *ctx, dcpattn_dtype in
 }
 
 dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *args, dcpattn_stream stream) {
-    dcpattn__merge_norm n;
+    dcpattn_merge_args n;
     dcpattn__variant *v;
     dcpattn_status s;
     char name[64];
@@ -1795,7 +1798,7 @@ dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *arg
     if (ctx->compile_only)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
     pthread_mutex_lock(&ctx->lock);
-    s = dcpattn__merge_name(ctx, n.a.in_dtype, n.a.out_dtype, name, sizeof name);
+    s = dcpattn__merge_name(ctx, n.in_dtype, n.out_dtype, name, sizeof name);
     pthread_mutex_unlock(&ctx->lock);
     if (s)
         return s;
@@ -1810,6 +1813,9 @@ struct dcpattn_attn_plan {
     dcpattn__variant *attn, *merge;
     int num_splits, row_tiles;
     size_t workspace_bytes, part_offset_lse;
+    dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
+    dcpattn_merge_kparams mkp; /* the split merge; run adds workspace, out and lse */
+    unsigned merge_grid;
     char variant[128];
 };
 
@@ -2105,6 +2111,45 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     return best_s;
 }
 
+/* The launch parameters that depend only on the descriptor, built once per plan. */
+static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
+    const dcpattn_attn_desc *d = &p->d;
+    dcpattn_attn_kparams *kp = &p->kp;
+    memset(kp, 0, sizeof *kp);
+    kp->max_q_len = d->max_q_len;
+    kp->hq = d->num_q_heads;
+    kp->hkv = d->num_kv_heads;
+    kp->page_size = d->page_size;
+    kp->num_splits = p->num_splits;
+    kp->causal = !d->non_causal;
+    kp->lse_base2 = d->lse_base2;
+    kp->world = d->dcp_world;
+    kp->rank = d->dcp_rank;
+    kp->interleave = d->dcp_interleave;
+    kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
+    if (p->num_splits > 1) {
+        /* partials o fp32 [splits, max_total_q, hq, dv], lse fp32 [splits, max_total_q, hq],
+           merged (base 2 in) into out and lse */
+        dcpattn_merge_args m;
+        kp->part_split_stride = (long long)d->max_total_q * d->num_q_heads;
+        memset(&m, 0, sizeof m);
+        m.num_states = p->num_splits;
+        m.rows = d->max_total_q;
+        m.heads = d->num_q_heads;
+        m.head_dim = d->head_dim_v;
+        m.in_dtype = DCPATTN_FP32;
+        m.out_dtype = d->dtype;
+        m.o_stride_t = (int64_t)d->num_q_heads * d->head_dim_v;
+        m.o_stride_h = d->head_dim_v;
+        m.lse_stride_t = d->num_q_heads;
+        m.lse_stride_h = 1;
+        m.lse_base2_in = 1;
+        m.lse_base2_out = d->lse_base2;
+        dcpattn__merge_kparams(&m, NULL, &p->mkp);
+        p->merge_grid = dcpattn__merge_grid(p->merge, &m);
+    }
+}
+
 dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
                                         dcpattn_attn_plan **out) {
     dcpattn_attn_plan *p;
@@ -2144,6 +2189,8 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
             p->workspace_bytes = p->part_offset_lse +
                                  (size_t)p->num_splits * (size_t)p->d.max_total_q * (size_t)p->d.num_q_heads * 4u;
         }
+        if (!s)
+            dcpattn__attn_plan_kparams(p);
     }
     pthread_mutex_unlock(&ctx->lock);
     if (s) {
@@ -2180,7 +2227,7 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     }
     if (a.batch == 0)
         return DCPATTN_STATUS_SUCCESS;
-    memset(&kp, 0, sizeof kp);
+    kp = plan->kp;
     kp.q = a.q;
     kp.k = a.k_cache;
     kp.v = a.v_cache;
@@ -2204,56 +2251,27 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
-    kp.max_q_len = d->max_q_len;
-    kp.hq = d->num_q_heads;
-    kp.hkv = d->num_kv_heads;
-    kp.page_size = d->page_size;
-    kp.num_splits = plan->num_splits;
-    kp.causal = !d->non_causal;
-    kp.lse_base2 = d->lse_base2;
-    kp.world = d->dcp_world;
-    kp.rank = d->dcp_rank;
-    kp.interleave = d->dcp_interleave;
-    kp.scale_log2 = d->softmax_scale * 1.4426950408889634f;
     if (plan->num_splits > 1) {
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);
-        kp.part_split_stride = (long long)d->max_total_q * d->num_q_heads;
     }
     DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
                                  (unsigned)plan->row_tiles, &kp, stream, "attention launch"));
     if (plan->num_splits > 1) {
-        const void *o[DCPATTN_MAX_MERGE_STATES];
-        const float *l[DCPATTN_MAX_MERGE_STATES];
-        dcpattn__merge_norm m;
+        dcpattn_merge_kparams m = plan->mkp;
         int i;
-        memset(&m, 0, sizeof m);
         for (i = 0; i < plan->num_splits; i++) {
-            o[i] = kp.o_part + (size_t)i * (size_t)kp.part_split_stride * (size_t)d->head_dim_v;
-            l[i] = kp.lse_part + (size_t)i * (size_t)kp.part_split_stride;
+            m.o[i] = kp.o_part + (size_t)i * (size_t)kp.part_split_stride * (size_t)d->head_dim_v;
+            m.lse[i] = kp.lse_part + (size_t)i * (size_t)kp.part_split_stride;
         }
-        m.a.num_states = plan->num_splits;
-        m.a.rows = d->max_total_q;
-        m.a.heads = d->num_q_heads;
-        m.a.head_dim = d->head_dim_v;
-        m.a.in_dtype = DCPATTN_FP32;
-        m.a.out_dtype = d->dtype;
-        m.a.o = o;
-        m.a.lse = l;
-        m.a.o_stride_t = (int64_t)d->num_q_heads * d->head_dim_v;
-        m.a.o_stride_h = d->head_dim_v;
-        m.a.lse_stride_t = d->num_q_heads;
-        m.a.lse_stride_h = 1;
-        m.a.out = a.out;
-        m.a.lse_out = a.lse;
-        m.a.out_stride_t = a.out_stride_t;
-        m.a.out_stride_h = a.out_stride_h;
-        m.a.lse_out_stride_t = a.lse_stride_t;
-        m.a.lse_out_stride_h = a.lse_stride_h;
-        m.a.lse_base2_in = 1;
-        m.a.lse_base2_out = d->lse_base2;
-        m.vec = 4;
-        return dcpattn__merge_launch(plan->merge, &m, a.cu_seqlens_q + a.batch, stream);
+        m.out = a.out;
+        m.lse_out = a.lse;
+        m.out_st = a.out_stride_t;
+        m.out_sh = a.out_stride_h;
+        m.lse_out_st = a.lse_stride_t;
+        m.lse_out_sh = a.lse_stride_h;
+        m.rows_limit = a.cu_seqlens_q + a.batch; /* rows past the batch's real total are never touched */
+        return dcpattn__launch(plan->merge, plan->merge_grid, 1, 1, &m, stream, "split merge launch");
     }
     return DCPATTN_STATUS_SUCCESS;
 }
@@ -2697,29 +2715,28 @@ typedef struct dcpattn__dcp_launch {
 
 static dcpattn_status dcpattn__dcp_run_kernel(const dcpattn__variant *v, const dcpattn__dcp_plan *p,
                                               const dcpattn__dcp_launch *l, dcpattn_stream stream) {
-    dcpattn__merge_norm m;
+    dcpattn_merge_args m;
     memset(&m, 0, sizeof m);
-    m.a.num_states = l->n;
-    m.a.rows = l->rows;
-    m.a.heads = l->heads;
-    m.a.head_dim = p->a.head_dim;
-    m.a.in_dtype = l->in;
-    m.a.out_dtype = l->out;
-    m.a.o = l->o;
-    m.a.lse = l->lse;
-    m.a.o_stride_t = l->o_st;
-    m.a.o_stride_h = l->o_sh;
-    m.a.lse_stride_t = l->lse_st;
-    m.a.lse_stride_h = l->lse_sh;
-    m.a.out = l->dst;
-    m.a.lse_out = l->lse_dst;
-    m.a.out_stride_t = l->dst_st;
-    m.a.out_stride_h = l->dst_sh;
-    m.a.lse_out_stride_t = l->lse_dst_st;
-    m.a.lse_out_stride_h = l->lse_dst_sh;
-    m.a.lse_base2_in = l->base2_in;
-    m.a.lse_base2_out = l->base2_out;
-    m.vec = 16 / dcpattn__dtype_size(l->in);
+    m.num_states = l->n;
+    m.rows = l->rows;
+    m.heads = l->heads;
+    m.head_dim = p->a.head_dim;
+    m.in_dtype = l->in;
+    m.out_dtype = l->out;
+    m.o = l->o;
+    m.lse = l->lse;
+    m.o_stride_t = l->o_st;
+    m.o_stride_h = l->o_sh;
+    m.lse_stride_t = l->lse_st;
+    m.lse_stride_h = l->lse_sh;
+    m.out = l->dst;
+    m.lse_out = l->lse_dst;
+    m.out_stride_t = l->dst_st;
+    m.out_stride_h = l->dst_sh;
+    m.lse_out_stride_t = l->lse_dst_st;
+    m.lse_out_stride_h = l->lse_dst_sh;
+    m.lse_base2_in = l->base2_in;
+    m.lse_base2_out = l->base2_out;
     return dcpattn__merge_launch(v, &m, p->a.rows_limit, stream);
 }
 
