@@ -38,6 +38,7 @@ run header-c "$build/test_header_c"
 run header-c++ "$build/test_header_cpp"
 run cpu-reference "$build/test_cpu"
 run validation "$build/test_validate"
+run launch "$build/test_launch"
 run cache "$build/test_cache"
 run cache-tsan "$build/test_cache_tsan"
 if [ -x "$build/fuzz_host" ]; then

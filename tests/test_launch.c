@@ -1,0 +1,147 @@
+/* test_launch — the host side of dcpattn_attn_run and dcpattn_merge without a GPU: the CUDA
+   driver's launch entry is replaced by a recorder, so the grid, block, shared memory and
+   every field of the parameter blocks a run hands to the driver can be checked against
+   the launch contract of templates/gqa.cuh and templates/merge.cuh. Kernels are compiled
+   (NVRTC, compile-only context) but never loaded. */
+#define DCPATTN_IMPLEMENTATION
+#include "dcpattn.h"
+
+#include "check.h"
+
+typedef struct launch_rec {
+    unsigned grid[3], block, smem;
+    union {
+        dcpattn_attn_kparams attn;
+        dcpattn_merge_kparams merge;
+    } p;
+} launch_rec;
+static launch_rec recs[4];
+static int nrecs;
+static dcpattn__CUfunction fake_fn = (dcpattn__CUfunction)(uintptr_t)0x1000;
+
+static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                       unsigned by, unsigned bz, unsigned smem, dcpattn_stream s, void **args,
+                                       void **extra) {
+    launch_rec *r = &recs[nrecs++ % 4];
+    (void)f, (void)by, (void)bz, (void)s, (void)extra;
+    r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
+    memcpy(&r->p, args[0], f == fake_fn ? sizeof r->p.attn : sizeof r->p.merge);
+    return 0;
+}
+static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
+    (void)s;
+    *c = 0;
+    return 0;
+}
+
+#define FAKE(a) ((void *)(uintptr_t)(a))
+
+int main(void) {
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    dcpattn_attn_desc d;
+    dcpattn_attn_args a;
+    dcpattn_attn_plan *plan;
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    setenv("DCPATTN_CACHE_DIR", "", 1);
+    if (dcpattn_context_create(&cd, &ctx)) {
+        printf("context: %s\n0 passed, 1 failed\n", dcpattn_last_error());
+        return 1;
+    }
+    memset(&d, 0, sizeof d);
+    d.num_q_heads = 64;
+    d.num_kv_heads = 8;
+    d.head_dim = 128;
+    d.page_size = 16;
+    d.dcp_world = 4;
+    d.dcp_rank = 1;
+    d.dcp_interleave = 2;
+    d.max_batch = 4;
+    d.max_q_len = 3;
+    d.max_seqlen_k = 4096;
+    d.num_splits = 5;
+    d.lse_base2 = 1;
+    CHECK(dcpattn_attn_plan_create(ctx, &d, &plan) == 0, "plan: %s", dcpattn_last_error());
+    /* pretend the kernels were loaded, and put the recorder where the driver would be */
+    ctx->compile_only = 0;
+    plan->attn->fn = fake_fn;
+    plan->merge->fn = (dcpattn__CUfunction)(uintptr_t)0x2000;
+    dcpattn__cu.LaunchKernel = record_launch;
+    dcpattn__cu.StreamIsCapturing = not_capturing;
+
+    memset(&a, 0, sizeof a);
+    a.batch = 3;
+    a.q = FAKE(0x100000000ull);
+    a.k_cache = FAKE(0x200000000ull);
+    a.v_cache = FAKE(0x300000000ull);
+    a.num_pages = 1024;
+    a.block_table = (const int32_t *)FAKE(0x500000000ull);
+    a.cu_seqlens_q = (const int32_t *)FAKE(0x600000000ull);
+    a.seqused_k = (const int32_t *)FAKE(0x700000000ull);
+    a.seqused_k_global = (const int32_t *)FAKE(0x800000000ull);
+    a.out = FAKE(0x900000000ull);
+    a.lse = (float *)FAKE(0xa00000000ull);
+    a.out_stride_h = 136; /* padded heads */
+    {
+        char *ws = (char *)FAKE(0xb00000000ull);
+        const launch_rec *r0 = &recs[0], *r1 = &recs[1];
+        const long long pss = 12LL * 64; /* max_total_q (4 * 3) * hq */
+        int i, ok = 1;
+        nrecs = 0;
+        CHECK(dcpattn_attn_run(plan, &a, ws, dcpattn_attn_workspace_size(plan), 0) == 0, "run: %s", dcpattn_last_error());
+        CHECK(nrecs == 2, "%d launches, want attention + split merge", nrecs);
+        /* attention: grid (splits * batch, hkv, row tiles), block and smem from the variant */
+        CHECK(r0->grid[0] == 15 && r0->grid[1] == 8 && r0->grid[2] == (unsigned)plan->row_tiles,
+              "attention grid %u %u %u", r0->grid[0], r0->grid[1], r0->grid[2]);
+        CHECK(r0->block == (unsigned)plan->attn->threads && r0->smem == (unsigned)plan->attn->smem, "block/smem");
+        CHECK(plan->row_tiles == (3 * 8 + plan->attn->rows - 1) / plan->attn->rows, "row tiles %d", plan->row_tiles);
+        CHECK(r0->p.attn.q == a.q && r0->p.attn.k == a.k_cache && r0->p.attn.v == a.v_cache && r0->p.attn.out == a.out &&
+                  r0->p.attn.lse == a.lse && r0->p.attn.cu_seqlens_q == a.cu_seqlens_q,
+              "attention pointers");
+        CHECK(r0->p.attn.q_st == 64 * 128 && r0->p.attn.q_sh == 128 && r0->p.attn.k_sp == 16 * 8 * 128 &&
+                  r0->p.attn.k_st == 8 * 128 && r0->p.attn.k_sh == 128 && r0->p.attn.out_sh == 136 &&
+                  r0->p.attn.out_st == 64 * 136 && r0->p.attn.bt_stride == 4096 / 16,
+              "attention strides");
+        CHECK(r0->p.attn.batch == 3 && r0->p.attn.max_q_len == 3 && r0->p.attn.hq == 64 && r0->p.attn.hkv == 8 &&
+                  r0->p.attn.page_size == 16 && r0->p.attn.num_splits == 5 && r0->p.attn.causal == 1 &&
+                  r0->p.attn.lse_base2 == 1 && r0->p.attn.world == 4 && r0->p.attn.rank == 1 &&
+                  r0->p.attn.interleave == 2,
+              "attention scalars");
+        CHECK(fabsf(r0->p.attn.scale_log2 - 1.4426950408889634f / sqrtf(128.0f)) < 1e-7f, "scale_log2 %g",
+              (double)r0->p.attn.scale_log2);
+        CHECK(r0->p.attn.o_part == (float *)ws && r0->p.attn.part_split_stride == pss &&
+                  (char *)r0->p.attn.lse_part == ws + plan->part_offset_lse,
+              "partials");
+        /* split merge: base-2 fp32 partials into out/lse, rows limited by cu_seqlens_q[batch] */
+        for (i = 0; i < 5; i++)
+            ok &= r1->p.merge.o[i] == (const void *)(r0->p.attn.o_part + i * pss * 128) &&
+                  r1->p.merge.lse[i] == r0->p.attn.lse_part + i * pss;
+        CHECK(ok, "merge state pointers");
+        CHECK(r1->p.merge.n == 5 && r1->p.merge.rows == 12 && r1->p.merge.heads == 64 && r1->p.merge.head_dim == 128 &&
+                  r1->p.merge.o_st == 64 * 128 && r1->p.merge.o_sh == 128 && r1->p.merge.lse_st == 64 &&
+                  r1->p.merge.lse_sh == 1 && r1->p.merge.lse_base2_in == 1 && r1->p.merge.lse_base2_out == 1,
+              "merge shape");
+        CHECK(r1->p.merge.out == a.out && r1->p.merge.lse_out == a.lse && r1->p.merge.out_sh == 136 &&
+                  r1->p.merge.out_st == 64 * 136 && r1->p.merge.lse_out_st == 64 && r1->p.merge.lse_out_sh == 1 &&
+                  r1->p.merge.rows_limit == a.cu_seqlens_q + 3,
+              "merge outputs");
+        /* 12 rows * 64 heads * 32 fp32 vectors, items per thread, threads per block */
+        CHECK(r1->grid[0] == (unsigned)((12 * 64 * 32 / plan->merge->items + plan->merge->threads - 1) /
+                                        plan->merge->threads) &&
+                  r1->block == (unsigned)plan->merge->threads,
+              "merge grid %u", r1->grid[0]);
+        /* an empty batch launches nothing; a short workspace launches nothing */
+        nrecs = 0;
+        a.batch = 0;
+        CHECK(dcpattn_attn_run(plan, &a, ws, dcpattn_attn_workspace_size(plan), 0) == 0 && nrecs == 0, "empty batch");
+        a.batch = 3;
+        CHECK(dcpattn_attn_run(plan, &a, ws, dcpattn_attn_workspace_size(plan) - 1, 0) == DCPATTN_STATUS_WORKSPACE &&
+                  nrecs == 0,
+              "short workspace");
+    }
+    dcpattn_attn_plan_destroy(plan);
+    ctx->compile_only = 1; /* nothing was loaded: destroy must not unload */
+    dcpattn_context_destroy(ctx);
+    return check_summary();
+}
