@@ -137,7 +137,7 @@ install: aot
 	$(Q)install -m 755 gen/dcpattn-gen $(DESTDIR)$(PREFIX)/share/dcpattn/gen/
 	$(Q)ln -sf ../share/dcpattn/gen/dcpattn-gen $(DESTDIR)$(PREFIX)/bin/dcpattn-gen
 	$(Q)install -m 644 $(TEMPLATES) $(DESTDIR)$(PREFIX)/share/dcpattn/templates/
-	$(Q)cp -p $(BUILD)/aot/*.cubin $(DESTDIR)$(PREFIX)/share/dcpattn/aot/ 2>/dev/null || true
+	$(Q)cp -p $(BUILD)/aot/*.cubin $(BUILD)/aot/nvrtc.version $(DESTDIR)$(PREFIX)/share/dcpattn/aot/ 2>/dev/null || true
 	$(Q)printf 'prefix=%s\nincludedir=$${prefix}/include\ndatadir=$${prefix}/share/dcpattn\n\nName: dcpattn\nDescription: attention kernels and merges for decode context parallelism\nVersion: %s\nCflags: -I$${includedir} -DDCPATTN_DATA_DIR=\\"$${datadir}\\" -DDCPATTN_AOT_DIR=\\"$${datadir}/aot\\" %s\nLibs: %s -ldl -lm -lpthread\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define DCPATTN_VERSION_STRING "\(.*\)"/\1/p' $(HEADER))" '$(LUA_CFLAGS)' '$(LUA_LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dcpattn.pc

@@ -9,7 +9,9 @@
        cc app.c -I/usr/include/lua5.4 -llua5.4 -ldl -lm -lpthread
    Nothing from CUDA is linked: the CUDA driver (libcuda.so.1), NVRTC and NCCL are opened
    with dlopen when first needed, so a program built with dcpattn starts on a machine with
-   no GPU driver and gets DCPATTN_STATUS_NO_DRIVER from the calls that need one.
+   no GPU driver and gets DCPATTN_STATUS_NO_DRIVER from the calls that need one. Without
+   NVRTC the library runs AOT-only: kernels in the AOT or disk cache load, a miss is
+   DCPATTN_STATUS_NO_NVRTC.
 
    WHAT IT DOES
    - Attention of q_len >= 1 query tokens per sequence over this rank's shard of a paged KV
@@ -1165,13 +1167,13 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
     return DCPATTN_STATUS_SUCCESS;
 }
 
-static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, uint64_t key[2]) {
-    char arch_opt[64], ver[128];
+static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, const char *nvrtc_version,
+                         uint64_t key[2]) {
+    char arch_opt[64], ver[160];
     const char *opts[4];
     int i, k;
     dcpattn__options(ctx, arch_opt, sizeof arch_opt, opts);
-    snprintf(ver, sizeof ver, "nvrtc %d.%d|%s|dcpattn %s|entry 2", dcpattn__nvrtc.major, dcpattn__nvrtc.minor,
-             ctx->arch, DCPATTN_VERSION_STRING);
+    snprintf(ver, sizeof ver, "nvrtc %s|%s|dcpattn %s|entry 2", nvrtc_version, ctx->arch, DCPATTN_VERSION_STRING);
     for (k = 0; k < 2; k++) {
         uint64_t h = k ? DCPATTN__FNV_B : DCPATTN__FNV_A;
         h = dcpattn__fnv(h, r->source, r->len + 1);
@@ -1182,24 +1184,57 @@ static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, uint6
     }
 }
 
+/* <dir>/nvrtc.version: the NVRTC version the entries of a directory were compiled with. */
+static int dcpattn__read_nvrtc_version(const char *dir, char *buf, size_t n) {
+    char path[1100];
+    FILE *f;
+    int ok;
+    snprintf(path, sizeof path, "%s/nvrtc.version", dir);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    ok = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    if (ok)
+        buf[strcspn(buf, "\n")] = 0;
+    return ok && buf[0];
+}
+
+static void dcpattn__write_nvrtc_version(const char *dir, const char *version) {
+    char path[1100], tmp[1200], have[32];
+    FILE *f;
+    if (dcpattn__read_nvrtc_version(dir, have, sizeof have) && !strcmp(have, version))
+        return;
+    snprintf(path, sizeof path, "%s/nvrtc.version", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (!(f = fopen(tmp, "w")))
+        return;
+    {
+        int bad = fprintf(f, "%s\n", version) < 0;
+        if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
+            unlink(tmp);
+    }
+}
+
 /* Finds the cubin for a rendered variant: AOT dir, cache dirs, else NVRTC (and publish). */
 static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
                                       dcpattn__blob *blob, const char **source) {
     uint64_t key[2];
-    char path[2048], lockpath[2048];
+    char path[2048], lockpath[2048], nvver[32];
     int i, rc, lockfd = -1, write_dir = -1;
     dcpattn_status s;
-    /* The key includes the NVRTC version, so NVRTC must be known even for a cache hit; when
-       it is absent (AOT-only machines) the version recorded at build time is used. */
-    if (dcpattn__load_nvrtc() != DCPATTN_STATUS_SUCCESS) {
-        dcpattn__nvrtc.major = 0;
-        dcpattn__nvrtc.minor = 0;
-#ifdef DCPATTN_AOT_NVRTC_MAJOR
-        dcpattn__nvrtc.major = DCPATTN_AOT_NVRTC_MAJOR;
-        dcpattn__nvrtc.minor = DCPATTN_AOT_NVRTC_MINOR;
-#endif
+    /* The key includes the NVRTC version, so it must be known even for a cache hit. On a
+       machine without NVRTC (AOT only) the version the cache was built with is read from
+       the nvrtc.version file that publishing leaves in each directory. */
+    if (dcpattn__load_nvrtc() == DCPATTN_STATUS_SUCCESS) {
+        snprintf(nvver, sizeof nvver, "%d.%d", dcpattn__nvrtc.major, dcpattn__nvrtc.minor);
+    } else {
+        int found = ctx->aot_dir[0] && dcpattn__read_nvrtc_version(ctx->aot_dir, nvver, sizeof nvver);
+        for (i = 0; !found && i < ctx->num_cache_dirs; i++)
+            found = dcpattn__read_nvrtc_version(ctx->cache_dirs[i], nvver, sizeof nvver);
+        if (!found)
+            return dcpattn__load_nvrtc(); /* NO_NVRTC, with dlopen's reason */
     }
-    dcpattn__key(ctx, r, key);
+    dcpattn__key(ctx, r, nvver, key);
     if (ctx->aot_dir[0]) {
         dcpattn__entry_path(path, sizeof path, ctx->aot_dir, name, key, ".cubin");
         rc = dcpattn__cache_read(path, key, blob);
@@ -1255,6 +1290,8 @@ static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, co
         *source = "nvrtc";
         if (write_dir >= 0) {
             int e = dcpattn__cache_write(path, key, blob);
+            if (!e)
+                dcpattn__write_nvrtc_version(ctx->cache_dirs[write_dir], nvver);
             if (e && !ctx->memory_only_warned) {
                 ctx->memory_only_warned = 1;
                 dcpattn__log(ctx, DCPATTN_LOG_WARN, "cannot publish %s (%s): kernel kept in memory", path,

@@ -131,10 +131,32 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-int main(void) {
+/* A child run with NVRTC unloadable: cache hits still work (the key's NVRTC version comes
+   from the directory's nvrtc.version), a miss is NO_NVRTC. */
+static int no_nvrtc_child(const char *dir) {
+    const char *names[] = {VARIANT}, *other[] = {"merge_fp16_fp32"};
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    cd.aot_dir = "";
+    setenv("DCPATTN_CACHE_DIR", dir, 1);
+    if (dcpattn_context_create(&cd, &ctx))
+        return 10;
+    if (dcpattn_precompile(ctx, names, 1, on_progress, NULL) || strcmp(last_source, "cache"))
+        return 11;
+    if (dcpattn_precompile(ctx, other, 1, NULL, NULL) != DCPATTN_STATUS_NO_NVRTC)
+        return 12;
+    dcpattn_context_destroy(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
     char tmpl[] = "/tmp/dcpattn-cache-XXXXXX", dir[600], dir2[600], entry[1200], env[1400];
     const char *root = DCPATTN_DATA_DIR;
     int how, i;
+    if (argc == 3 && !strcmp(argv[1], "--no-nvrtc-child"))
+        return no_nvrtc_child(argv[2]);
     if (!mkdtemp(tmpl)) {
         perror("mkdtemp");
         return 1;
@@ -284,6 +306,14 @@ int main(void) {
         CHECK(all, "a thread failed: %s", dcpattn_last_error());
         CHECK(count_files(tdir, ".cubin", NULL, 0) == 2 && count_files(tdir, ".tmp", NULL, 0) == 0,
               "threads left %d entries", count_files(tdir, ".cubin", NULL, 0));
+    }
+
+    /* AOT only: no NVRTC on the machine, the cache still serves what it holds */
+    {
+        char cmd[1600];
+        snprintf(cmd, sizeof cmd, "DCPATTN_NVRTC_LIBRARY=/nonexistent/libnvrtc.so '%s' --no-nvrtc-child '%s'", argv[0],
+                 dir);
+        CHECK(system(cmd) == 0, "a machine without NVRTC: %s failed", cmd);
     }
 
     /* an entry built for another arch is never looked up: the key differs */
