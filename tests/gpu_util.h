@@ -75,6 +75,19 @@ GPU_FN void gpu_use(int dev) {
     CUDA_OK(cudaSetDevice(dev));
     CUDA_OK(cudaFree(0));
 }
+/* The start of a GPU test program: device 0 in use, a printed seed (DCPATTN_TEST_SEED
+   repeats a run) and a default context; 0 (after saying so) when there is no GPU. */
+GPU_FN int gpu_test_begin(uint64_t *seed, dcpattn_context **ctx) {
+    dcpattn_context_desc cd;
+    const char *env = getenv("DCPATTN_TEST_SEED");
+    if (!gpu_found("GPU tests")) return 0;
+    *seed = env && *env ? (uint64_t)strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)*seed);
+    gpu_use(0);
+    memset(&cd, 0, sizeof cd);
+    DC_OK(dcpattn_context_create(&cd, ctx));
+    return 1;
+}
 GPU_FN double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

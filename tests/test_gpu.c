@@ -163,14 +163,8 @@ int main(void) {
         {DCPATTN_BF16, DCPATTN_FP32, 2, 16, 4, 128, 0, 0, 0, 0, 1},
     };
     dcpattn_context *ctx;
-    dcpattn_context_desc cd;
     int i, rep;
-    if (!gpu_found("GPU tests")) return check_summary();
-    seed = (uint64_t)time(NULL) * 2654435761u;
-    printf("seed %llu\n", (unsigned long long)seed);
-    gpu_use(0);
-    memset(&cd, 0, sizeof cd);
-    CHECK(dcpattn_context_create(&cd, &ctx) == 0, "context: %s", dcpattn_last_error());
+    if (!gpu_test_begin(&seed, &ctx)) return check_summary();
     for (rep = 0; rep < 2; rep++) /* fresh random inputs each time */
         for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) merge_case(ctx, &cases[i]);
     dcpattn_context_destroy(ctx);
