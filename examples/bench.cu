@@ -373,6 +373,27 @@ struct attn_case {
     std::vector<int> qlens;
 };
 
+/* The plan descriptor of a case at one query length (max_total_q 0: batch * q_len). */
+static dcpattn_attn_desc case_desc(const attn_case *c, int q_len, int total_q) {
+    dcpattn_attn_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = DCPATTN_BF16;
+    d.num_q_heads = c->Hq;
+    d.num_kv_heads = c->Hkv;
+    d.head_dim = c->Dqk;
+    d.head_dim_v = c->Dv;
+    d.page_size = c->page;
+    d.softmax_scale = (float)(1.0 / sqrt((double)c->Dqk));
+    d.dcp_world = c->W;
+    d.dcp_rank = c->r;
+    d.dcp_interleave = c->I;
+    d.max_batch = c->B;
+    d.max_q_len = q_len;
+    d.max_total_q = total_q;
+    d.max_seqlen_k = c->S;
+    return d;
+}
+
 /* the smallest global length L with local_len_r(L) == S: this rank then holds the newest
    token, so the query rows of one sequence see different numbers of local keys */
 static int64_t pick_L(int64_t S, int W, int r, int I) {
@@ -557,19 +578,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         dcpattn_attn_desc d;
         dcpattn_attn_plan *plan;
         dcpattn_status s;
-        memset(&d, 0, sizeof d);
-        d.dtype = DCPATTN_BF16;
-        d.num_q_heads = c->Hq;
-        d.num_kv_heads = c->Hkv;
-        d.head_dim = c->Dqk;
-        d.head_dim_v = c->Dv;
-        d.page_size = c->page;
-        d.dcp_world = c->W;
-        d.dcp_rank = c->r;
-        d.dcp_interleave = c->I;
-        d.max_batch = c->B;
-        d.max_q_len = c->qlens[0];
-        d.max_seqlen_k = c->S;
+        d = case_desc(c, c->qlens[0], 0);
         s = dcpattn_attn_plan_create(ctx, &d, &plan);
         if (s) {
             std::string note = std::string("MLA: not available (") + dcpattn_status_string(s) + ": " +
@@ -657,21 +666,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         r.us = r.us_min = r.us_max = r.gbps = r.tflops = r.pct_read = r.pct_gemm = NAN;
         r.deterministic = -1;
         r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
-        memset(&d, 0, sizeof d);
-        d.dtype = DCPATTN_BF16;
-        d.num_q_heads = c->Hq;
-        d.num_kv_heads = c->Hkv;
-        d.head_dim = c->Dqk;
-        d.head_dim_v = c->Dv;
-        d.page_size = c->page;
-        d.softmax_scale = (float)(1.0 / sqrt((double)c->Dqk));
-        d.dcp_world = c->W;
-        d.dcp_rank = c->r;
-        d.dcp_interleave = c->I;
-        d.max_batch = c->B;
-        d.max_q_len = q_len;
-        d.max_total_q = total_q;
-        d.max_seqlen_k = c->S;
+        d = case_desc(c, q_len, total_q);
         s = dcpattn_attn_plan_create(ctx, &d, &plan);
         if (s) {
             std::string note = std::string("plan: ") + dcpattn_status_string(s) + ": " + dcpattn_last_error();
