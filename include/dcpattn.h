@@ -726,7 +726,7 @@ struct dcpattn_context {
     dcpattn_log_fn log;
     void *log_user;
     dcpattn__CUcontext cuctx;
-    dcpattn__variant *table; /* open addressing by name */
+    dcpattn__variant **table; /* open addressing by name */
     int table_cap, table_len;
     char **defaults;
     int num_defaults;
@@ -752,7 +752,9 @@ static void dcpattn__log(dcpattn_context *ctx, int level, const char *fmt, ...) 
         fprintf(stderr, "dcpattn: %s\n", buf);
 }
 
-/* ---- function table: name -> loaded variant; lookup takes well under a microsecond ---- */
+/* ---- function table: name -> loaded variant; lookup takes well under a microsecond.
+   Each variant is its own allocation, so the pointers plans keep stay valid when the table
+   grows. ---- */
 static dcpattn__variant *dcpattn__find(dcpattn_context *ctx, const char *name) {
     uint64_t h;
     int i, n;
@@ -761,37 +763,43 @@ static dcpattn__variant *dcpattn__find(dcpattn_context *ctx, const char *name) {
     h = dcpattn__fnv(DCPATTN__FNV_A, name, strlen(name));
     for (i = (int)(h & (uint64_t)(ctx->table_cap - 1)), n = 0; n < ctx->table_cap;
          i = (i + 1) & (ctx->table_cap - 1), n++) {
-        if (!ctx->table[i].name)
+        if (!ctx->table[i])
             return NULL;
-        if (strcmp(ctx->table[i].name, name) == 0)
-            return &ctx->table[i];
+        if (strcmp(ctx->table[i]->name, name) == 0)
+            return ctx->table[i];
     }
     return NULL;
 }
 
-static dcpattn__variant *dcpattn__insert(dcpattn_context *ctx, const dcpattn__variant *v) {
-    uint64_t h;
+static void dcpattn__place(dcpattn_context *ctx, dcpattn__variant *v) {
+    uint64_t h = dcpattn__fnv(DCPATTN__FNV_A, v->name, strlen(v->name));
     int i;
+    for (i = (int)(h & (uint64_t)(ctx->table_cap - 1)); ctx->table[i]; i = (i + 1) & (ctx->table_cap - 1)) {
+    }
+    ctx->table[i] = v;
+    ctx->table_len++;
+}
+
+static dcpattn__variant *dcpattn__insert(dcpattn_context *ctx, const dcpattn__variant *v) {
+    dcpattn__variant *copy;
     if (2 * (ctx->table_len + 1) > ctx->table_cap) {
-        int cap = ctx->table_cap ? 2 * ctx->table_cap : 64, j;
-        dcpattn__variant *old = ctx->table, *nt = (dcpattn__variant *)calloc((size_t)cap, sizeof *nt);
-        int oldcap = ctx->table_cap;
+        int cap = ctx->table_cap ? 2 * ctx->table_cap : 64, j, oldcap = ctx->table_cap;
+        dcpattn__variant **old = ctx->table, **nt = (dcpattn__variant **)calloc((size_t)cap, sizeof *nt);
         if (!nt)
             return NULL;
         ctx->table = nt;
         ctx->table_cap = cap;
         ctx->table_len = 0;
         for (j = 0; j < oldcap; j++)
-            if (old[j].name)
-                dcpattn__insert(ctx, &old[j]);
+            if (old[j])
+                dcpattn__place(ctx, old[j]);
         free(old);
     }
-    h = dcpattn__fnv(DCPATTN__FNV_A, v->name, strlen(v->name));
-    for (i = (int)(h & (uint64_t)(ctx->table_cap - 1)); ctx->table[i].name; i = (i + 1) & (ctx->table_cap - 1)) {
-    }
-    ctx->table[i] = *v;
-    ctx->table_len++;
-    return &ctx->table[i];
+    if (!(copy = (dcpattn__variant *)malloc(sizeof *copy)))
+        return NULL;
+    *copy = *v;
+    dcpattn__place(ctx, copy);
+    return copy;
 }
 
 /* ================================== Lua ================================== */
@@ -1401,9 +1409,12 @@ static void dcpattn__context_free(dcpattn_context *ctx) {
     if (!ctx)
         return;
     for (i = 0; i < ctx->table_cap; i++) {
-        if (ctx->table[i].module && dcpattn__cu.ModuleUnload)
-            dcpattn__cu.ModuleUnload(ctx->table[i].module);
-        free(ctx->table[i].name);
+        if (!ctx->table[i])
+            continue;
+        if (ctx->table[i]->module && dcpattn__cu.ModuleUnload)
+            dcpattn__cu.ModuleUnload(ctx->table[i]->module);
+        free(ctx->table[i]->name);
+        free(ctx->table[i]);
     }
     free(ctx->table);
     for (i = 0; i < ctx->num_defaults; i++)

@@ -140,6 +140,20 @@ int main(void) {
                   nrecs == 0,
               "short workspace");
     }
+    /* loading many more variants grows the function table: the plan's variants must stay
+       where they were (each is its own allocation) */
+    {
+        const char *const *names;
+        int n;
+        dcpattn__variant *attn = plan->attn, *merge = plan->merge;
+        const char *attn_name = dcpattn_attn_variant(plan);
+        ctx->compile_only = 1; /* compile (or find in the AOT cache), do not load */
+        CHECK(dcpattn_default_variants(ctx, &names, &n) == 0 && n > 40, "default set");
+        CHECK(dcpattn_precompile(ctx, names, n, NULL, NULL) == 0, "precompile: %s", dcpattn_last_error());
+        CHECK(ctx->table_len > 32 && dcpattn__find(ctx, attn_name) == attn && attn->fn == fake_fn &&
+                  merge->fn == (dcpattn__CUfunction)(uintptr_t)0x2000,
+              "a plan's variant moved when the table grew (%d entries)", ctx->table_len);
+    }
     dcpattn_attn_plan_destroy(plan);
     ctx->compile_only = 1; /* nothing was loaded: destroy must not unload */
     dcpattn_context_destroy(ctx);
