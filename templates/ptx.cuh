@@ -106,7 +106,11 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Wait until at most N of this warpgroup's committed wgmma groups are still running.
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() { wgmma_wait<0>(); }
 // Keeps the compiler from moving accesses of r across a wgmma (which reads and writes it).
 template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
@@ -126,13 +130,17 @@ template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const
 // d (64 x 32) (+)= A (64 x 16, smem, K-major) * B (16 x 32, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, registers) * B (16 x 256, smem, MN-major).
+// d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
+template <class T> __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int accumulate);
+// d (64 x 128) += A (64 x 16, registers) * B (16 x 128, smem, MN-major).
+template <class T> __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db);
 template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned long long db);
 
 #define DCPATTN_F8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define DCPATTN_F32(d, i) DCPATTN_F8(d, i), DCPATTN_F8(d, i + 8), DCPATTN_F8(d, i + 16), DCPATTN_F8(d, i + 24)
 
-// The three MMAs for element type T, whose PTX name is PT ("bf16", "f16").
+// The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
     template <> __device__ __forceinline__ void mma16816<T>(float (&c)[4], const unsigned (&a)[4], unsigned b0,        \
                                                             unsigned b1) {                                             \
@@ -149,6 +157,27 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      "0;\n}\n"                                                                                         \
                      : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)                                                              \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
+    }                                                                                                                  \
+    template <> __device__ __forceinline__ void wgmma_rs_n64<T>(float (&d)[32], const unsigned (&a)[4],                \
+                                                                unsigned long long db, int accumulate) {               \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                       \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "     \
+                     "1, 1, 0;\n}\n"                                                                                   \
+                     : DCPATTN_F32(d, 0)                                                                               \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));                          \
+    }                                                                                                                  \
+    template <> __device__ __forceinline__ void wgmma_rs_n128<T>(float (&d)[64], const unsigned (&a)[4],               \
+                                                                 unsigned long long db) {                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PT "." PT " "                                      \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "      \
+                     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "      \
+                     "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"            \
+                     : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32)                                                           \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                   \
     }                                                                                                                  \
     template <> __device__ __forceinline__ void wgmma_rs_n256<T>(float (&d)[128], const unsigned (&a)[4],              \
                                                                  unsigned long long db) {                              \
