@@ -554,6 +554,8 @@ static bool check_attn(const attn_case *c, std::vector<ref_job> &jobs, const uin
 }
 
 static int g_iters = 30;
+static int g_plan_q_len = 0;   /* --plan-q-len: plan for at least this many query tokens */
+static int g_force_splits = 0; /* --splits: force the split count (0: the heuristic) */
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
     const int64_t L = pick_L(c->S, c->W, c->r, c->I);
@@ -667,6 +669,8 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         r.deterministic = -1;
         r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
         d = case_desc(c, q_len, total_q);
+        if (g_plan_q_len > d.max_q_len) d.max_q_len = g_plan_q_len; /* experiment: a larger M tile */
+        if (g_force_splits) d.num_splits = g_force_splits;
         s = dcpattn_attn_plan_create(ctx, &d, &plan);
         if (s) {
             std::string note = std::string("plan: ") + dcpattn_status_string(s) + ": " + dcpattn_last_error();
@@ -1298,13 +1302,17 @@ int main(int argc, char **argv) {
         else if (a == "--iters") g_iters = std::max(20, atoi(val()));
         else if (a == "--seed") g_seed = strtoull(val(), NULL, 0);
         else if (a == "--no-peers") peers = 0;
+        else if (a == "--plan-q-len") g_plan_q_len = atoi(val());
+        else if (a == "--splits") g_force_splits = atoi(val());
         else if (a == "--peers-budget") budget = atoi(val());
         else if (a == "--peers-script") script = val();
         else if (a == "--selftest-cpu") return cpu_selftest();
         else {
             fprintf(stderr,
                     "usage: bench [--json FILE] [--only G1,G2,M1,M2,R1,R2,HOST] [--iters N>=20] [--seed N] "
-                    "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n");
+                    "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
+                    "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
+                    "tile) [--splits N] (force the split count)\n");
             return 2;
         }
     }

@@ -17,14 +17,30 @@
 // of bank conflicts; QK^T and PV run on mma.sync m16n8k16 with fp32 accumulation and the
 // S accumulators become the A operand of PV without leaving registers.
 //
+// Hopper (sm_90a), one warpgroup of 64 rows (M_TILE 64, 128 threads, D 128): the same
+// pipeline and softmax, but QK^T and PV run on wgmma (m64n64k16 and m64n128k16, Q and P from
+// registers, K and V from shared memory), so the tiles are read from shared memory once per
+// CTA instead of once per warp. Tiles are then stored as 128-byte-swizzled column blocks of
+// 64 channels (the chunk c of row r of a block at chunk c ^ (r % 8), blocks 1024-byte
+// aligned): a K-major operand for QK^T and an MN-major one for PV. Elsewhere rows are stored
+// whole with the XOR of chunk_xor below; both layouts keep ldmatrix free of bank conflicts.
+// The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
+// accumulators, one per warp), so everything between the MMAs is one code.
+//
 // Dynamic shared memory (bytes), as the generator computes it:
-//     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2
+//     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
 // (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
 // of 8 elements (the host validates this).
 #pragma once
 #include "attn.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DCPATTN_GQA_WGMMA 1
+#else
+#define DCPATTN_GQA_WGMMA 0
+#endif
 
 namespace dcpattn {
 
@@ -43,6 +59,8 @@ struct GqaTraits {
     static constexpr int WARPS_N = WARPS / WARPS_M;
     static constexpr int NW = KV_TILE / WARPS_N;  // keys of a tile per warp
     static constexpr int CHUNKS = D / 8;          // 16-byte chunks per row
+    // wgmma path (see the top of this file)
+    static constexpr bool WG = DCPATTN_GQA_WGMMA && M_TILE == 64 && THREADS == 128 && D == 128;
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile
     static constexpr int SMEM_Q = 0;
@@ -71,6 +89,7 @@ struct GqaTraits {
     static_assert(STAGES >= 2, "stages");
     static_assert(WROWS >= 1 && KV_LOADS * WROWS <= 32, "one lookup lane per token of a warp");
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
+    static_assert(!WG || (WARPS_N == 1 && KV_TILE == 64 && STAGES >= 2), "wgmma path: one warpgroup, 64-key tiles");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
@@ -85,6 +104,12 @@ template <int CHUNKS> __device__ __forceinline__ int chunk_xor(int row) {
     else return (row >> 1) & 3;  // CHUNKS % 8 == 4: rows alternate halves of a 128-byte line
 }
 
+// Byte offset of 16-byte chunk c of row r in a tile of ROWS rows.
+template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r, int c) {
+    if constexpr (Tr::WG) return (c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+    else return r * Tr::ROW_BYTES + ((c ^ chunk_xor<Tr::CHUNKS>(r)) << 4);
+}
+
 struct alignas(16) f4 { float x, y, z, w; };
 
 }  // namespace gqa_detail
@@ -96,7 +121,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     constexpr int STAGES = Tr::STAGES, THREADS = Tr::THREADS, CHUNKS = Tr::CHUNKS;
     constexpr int ROW_BYTES = Tr::ROW_BYTES, NW = Tr::NW, WARPS_M = Tr::WARPS_M, WARPS_N = Tr::WARPS_N;
 
-    extern __shared__ __attribute__((aligned(128))) unsigned char gqa_smem[];
+    extern __shared__ __attribute__((aligned(1024))) unsigned char gqa_smem_raw[];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -107,7 +132,10 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
-    const unsigned s_base = smem_u32(gqa_smem);
+    // the wgmma path's swizzle atoms need a 1024-byte aligned base (the generator adds slack)
+    const unsigned s_raw = smem_u32(gqa_smem_raw);
+    const unsigned s_base = Tr::WG ? (s_raw + 1023u) & ~1023u : s_raw;
+    unsigned char *gqa_smem = gqa_smem_raw + (s_base - s_raw);
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
 
     // ---- Q tile: M_TILE packed rows, zero rows past the end ----
@@ -121,7 +149,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             const bool ok = R < nrows;
             const long long off =
                 ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(kvh * GROUP, R) * p.q_sh + c * 8) * 2 : 0;
-            cp_async16(sQ + r * ROW_BYTES + ((c ^ chunk_xor<CHUNKS>(r)) << 4), qb + off, ok ? 16 : 0);
+            cp_async16(sQ + tile_off<Tr, M_TILE>(r, c), qb + off, ok ? 16 : 0);
         }
         cp_async_commit();
     }
@@ -166,7 +194,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             const bool ok = jpg >= 0;
             const long long koff = ((long long)jpg * p.k_sp + (long long)jsl * p.k_st) * 2;
             const long long voff = ((long long)jpg * p.v_sp + (long long)jsl * p.v_st) * 2;
-            const unsigned so = stage * Tr::TILE_BYTES + tk * ROW_BYTES + ((ld_c ^ chunk_xor<CHUNKS>(tk)) << 4);
+            const unsigned so = stage * Tr::TILE_BYTES + tile_off<Tr, KV_TILE>(tk, ld_c);
             cp_async16(sK + so, ok ? kb + koff : kb, ok ? 16 : 0);
             cp_async16(sV + so, ok ? vb + voff : vb, ok ? 16 : 0);
         }
@@ -218,13 +246,20 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     unsigned qf[QREGS][4];
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    if constexpr (Tr::Q_IN_REGS) {
+    if constexpr (Tr::WG) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + q_hi), qf[kk]);
+    } else if constexpr (Tr::Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz(qa, kk), qf[kk]);
     }
+    // wgmma operand descriptors of stage 0: K (K-major) and V (MN-major), 64-channel blocks
+    constexpr unsigned KV_BLOCK = KV_TILE * 128;
+    const unsigned long long dk0 = sw128_desc(sK, 16, 1024), dv0 = sw128_desc(sV, KV_BLOCK, 1024);
 
     for (int t = 0; t < n_tiles; ++t) {
         cp_async_wait<STAGES - 2>();
+        if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
         {
             const int tn = t + STAGES - 1;
@@ -241,6 +276,17 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         float s[NW / 8][4];
 #pragma unroll
         for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        if constexpr (Tr::WG) {
+            float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
+            fence_regs(sf);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_commit();
+            wgmma_wait0();
+            fence_regs(sf);
+        } else
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned a[4];
@@ -310,6 +356,24 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         }
 
         // O += P V
+        if constexpr (Tr::WG) {
+            float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
+            unsigned a[NW / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < NW / 16; ++kk) {
+                a[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+                a[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+                a[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                a[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
+            fence_regs(of);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < NW / 16; ++kk) wgmma_rs_n128<T>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
+            wgmma_commit();
+            wgmma_wait0();
+            fence_regs(of);
+        } else
 #pragma unroll
         for (int kk = 0; kk < NW / 16; ++kk) {
             unsigned a[4];

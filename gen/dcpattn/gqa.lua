@@ -37,8 +37,11 @@ local HEAD_DIMS = {
 
 -- K/V pipeline depth: three stages where registers and shared memory allow (M16, D <= 128:
 -- 4.33 TB/s against 3.77 with two, G1 q_len 1 without splits), else two.
+-- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
+-- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack.
+local function wgmma_path(m, d) return m == 64 and d == 128 end
 local function stages_for(m, d)
-    if m == 16 and d <= 128 then return 3 end
+    if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
     return 2
 end
 local MAX_GROUP = 64  -- query heads per KV head
@@ -97,7 +100,7 @@ local function traits(spec)
         kv_tile = kv_tile,
         stages = stages,
         -- K and V tiles for every stage, plus the Q tile.
-        smem = stages * kv_tile * (2 * d) * esize + m * d * esize,
+        smem = stages * kv_tile * (2 * d) * esize + m * d * esize + (wgmma_path(m, d) and 1024 or 0),
     }
 end
 
