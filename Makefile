@@ -92,7 +92,7 @@ demo: aot $(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
              $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch
-GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla
+GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
 HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
                     | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)

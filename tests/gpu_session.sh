@@ -1,12 +1,14 @@
 #!/bin/sh
 # gpu_session.sh — everything one call on the GPU machine runs, in priority order, each step
 # bounded, logs under $OUT (what is there comes back even if the call runs out of time):
-# make test, make demo, the benchmark, compute-sanitizer over the quick GPU subsets.
+# make test, make demo, the benchmark, compute-sanitizer over the quick GPU subsets, then
+# compute-sanitizer over the full GPU suites (a separate step of at most ~200 s,
+# SANITIZE_FULL_SECONDS). `tests/gpu_session.sh sanitize-full` runs only that last step
+# (building what it needs first).
 OUT=${OUT:-/tmp/dcpattn-out}
 mkdir -p "$OUT"
 . tests/gpu_env.sh
 export DCPATTN_CACHE_DIR=${DCPATTN_CACHE_DIR:-/tmp/dcpattn-cache}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 step() { # name seconds command...
     name=$1; secs=$2; shift 2
     t0=$(date +%s)
@@ -15,16 +17,60 @@ step() { # name seconds command...
     echo "=== $name: exit $rc in $(( $(date +%s) - t0 )) s"
     tail -n "${TAIL:-25}" "$OUT/$name.log"
 }
+# The full (not DCPATTN_TEST_QUICK) GPU suites under compute-sanitizer, in priority order:
+# memcheck of every GPU program first, then racecheck, synccheck and initcheck of the merge,
+# GQA and MLA suites. Each run is bounded by what is left of the step's deadline (at most
+# 60 s a run), so the step never takes much more than SANITIZE_FULL_SECONDS; a run cut off
+# says "timed out", one that did not fit says "not run". Full logs: $OUT/san-TOOL-PROGRAM.log.
+sanitize_full() {
+    deadline=$(( $(date +%s) + ${SANITIZE_FULL_SECONDS:-200} ))
+    log="$OUT/sanitizer-full.log"
+    : > "$log"
+    for run in "memcheck test_gpu_attn" "memcheck test_gpu_mla" "memcheck test_gpu" "memcheck test_gpu_threads" \
+               "memcheck test_gpu_big" "racecheck test_gpu_attn" "racecheck test_gpu_mla" "racecheck test_gpu" \
+               "synccheck test_gpu_attn" "synccheck test_gpu_mla" "synccheck test_gpu" \
+               "initcheck test_gpu_attn" "initcheck test_gpu_mla" "initcheck test_gpu"; do
+        set -- $run
+        left=$(( deadline - $(date +%s) ))
+        if [ "$left" -lt 10 ]; then
+            echo "--- $1 $2: not run (the step's time is spent)" >> "$log"
+            continue
+        fi
+        cap=60
+        [ "$left" -lt "$cap" ] && cap=$left
+        t0=$(date +%s)
+        env -u DCPATTN_TEST_QUICK timeout -k 5 "$cap" compute-sanitizer --tool "$1" --error-exitcode 9 "build/$2" \
+            > "$OUT/san-$1-$2.log" 2>&1
+        rc=$?
+        case $rc in
+            0) what="clean" ;;
+            9) what="SANITIZER ERRORS" ;;
+            124|137) what="timed out after $cap s" ;;
+            *) what="failed" ;;
+        esac
+        echo "--- $1 $2: exit $rc ($what) in $(( $(date +%s) - t0 )) s" >> "$log"
+        grep -E 'passed, [0-9]+ failed$|ERROR SUMMARY|^skipped|no GPU' "$OUT/san-$1-$2.log" | tail -n 3 >> "$log"
+    done
+    echo "=== sanitizer, full suites"; cat "$log"
+}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+if [ "${1:-}" = sanitize-full ]; then
+    make -s aot build/test_gpu build/test_gpu_attn build/test_gpu_mla build/test_gpu_threads build/test_gpu_big \
+        > "$OUT/build-sanitize.log" 2>&1 || { tail -n 30 "$OUT/build-sanitize.log"; exit 1; }
+    sanitize_full
+    exit 0
+fi
 step test 300 make -j16 test
 TAIL=12 step demo 60 make demo
 make -s build/bench > "$OUT/build-bench.log" 2>&1
 TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 60
-export DCPATTN_TEST_QUICK=1
-# priority order; whatever the call's time limit cuts off is simply missing from the log
+# the quick subsets first: priority order; whatever the call's time limit cuts off is simply
+# missing from the log
 for run in "memcheck test_gpu_attn" "racecheck test_gpu_attn" "memcheck test_gpu_mla" \
            "racecheck test_gpu_mla" "initcheck test_gpu_attn" "synccheck test_gpu_attn" "memcheck test_gpu"; do
     set -- $run
     echo "--- $1 $2" >> "$OUT/sanitizer.log"
-    timeout 50 compute-sanitizer --tool "$1" --error-exitcode 9 "build/$2" 2>&1 | tail -n 4 >> "$OUT/sanitizer.log"
+    DCPATTN_TEST_QUICK=1 timeout 50 compute-sanitizer --tool "$1" --error-exitcode 9 "build/$2" 2>&1 | tail -n 4 >> "$OUT/sanitizer.log"
 done
 echo "=== sanitizer"; cat "$OUT/sanitizer.log"
+sanitize_full

@@ -1,6 +1,7 @@
 #!/bin/sh
 # run_tests.sh BUILD — runs every test program, sums their "N passed, N failed" lines and
-# ends with the total in the same form. GPU programs say so themselves when no GPU is found.
+# ends with the total in the same form. GPU programs say so themselves when no GPU is found
+# (and test_gpu_big when the device cannot hold its 4.5 GiB pool: "skipped: ...").
 build=${1:-build}
 lua=${LUA:-lua5.4}
 total_pass=0
@@ -27,7 +28,7 @@ run() {
         status=1
         [ "$f" -eq 0 ] && f=1
     fi
-    note=$(printf '%s\n' "$out" | grep -m1 -i 'no gpu' || true)
+    note=$(printf '%s\n' "$out" | grep -m1 -iE 'no gpu|^skipped' || true)
     printf '  %-24s %s%s\n' "$name" "$line" "${note:+  ($note)}"
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
@@ -51,5 +52,7 @@ run combine "$build/test_combine"
 run gpu-merge "$build/test_gpu"
 run gpu-gqa "$build/test_gpu_attn"
 run gpu-mla "$build/test_gpu_mla"
+run gpu-threads "$build/test_gpu_threads"
+run gpu-big-pool "$build/test_gpu_big"
 echo "$total_pass passed, $total_fail failed"
 exit $status

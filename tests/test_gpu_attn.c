@@ -47,10 +47,9 @@ static void case_fail(const char *fmt, ...) {
     exit(1);
 }
 #define GPU_UTIL_FAIL case_fail
+#define GPU_UTIL_ATTN /* the attention harness of gpu_util.h */
 #include "gpu_util.h"
 
-#define MAXB 8       /* sequences per batch */
-#define Q_TAIL 8     /* NaN rows after q's last row: max_total_q - total_q may reach it */
 #define CHUNK_Q 200  /* the chunked-prefill query */
 
 static uint64_t seed;
@@ -58,8 +57,7 @@ static int quick;
 static dcpattn_context *ctx;
 static void *g_ws;        /* grow-only workspace, 256-byte aligned (cudaMalloc) */
 static size_t g_ws_size;
-static double ref_seconds;
-static long long seen_empty_rows, seen_zero_local_seqs, launches;
+static long long seen_zero_local_seqs, launches;
 
 static double section_t0;
 static long long section_launches;
@@ -75,461 +73,9 @@ static void section(const char *name) {
     section_launches = launches;
 }
 static int rnd(int lo, int hi) { return hi <= lo ? lo : lo + (int)(ref_rand_u64(&seed) % (uint64_t)(hi - lo + 1)); }
-static const char *dt_name(int t) { return t == DCPATTN_FP16 ? "fp16" : "bf16"; }
-static uint16_t nan_bits(int t) { return t == DCPATTN_FP16 ? REF_FP16_NAN : REF_BF16_NAN; }
 static int is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-/* ---------------- tolerances (DESIGN.md 8) ----------------
-   out: the error against ref_attn in double may be at most twice the error of the same math
-   done in the input precision (ref_attn with emulate_lowp = 1: probabilities and out rounded
-   to bf16/fp16) plus a floor. The floor covers what the emulation does not model: fp32
-   instead of double accumulation, probabilities rounded against a running maximum rather
-   than the final one, split partials. fp16 keeps 3 more mantissa bits than bf16, so its
-   floors are 8x smaller. NaN never passes (ref_err_within counts it as bad). */
-static double abs_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
-static double rel_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
-/* lse is fp32 and compared in fp32. The kernel's scores are exact-product fp32 dot products
-   (error ~1e-6) but the row sum may be taken over probabilities already rounded to the input
-   type (the P that feeds P.V), which moves the sum by up to one half-ulp of that type in
-   relative terms (bf16 2^-9 ~ 2e-3, fp16 2^-12 ~ 2.4e-4) and lse by as much in absolute
-   value; merges add fp32 exp/log rounding. 1e-2 (bf16) and 2e-3 (fp16) leave a margin of
-   about 5x; base-2 lse is larger by 1/ln 2 and so is its tolerance. An empty row must be
-   -inf exactly (ref_compare3 counts anything else as bad). */
-static double lse_tol(int t, int base2) {
-    double v = t == DCPATTN_FP16 ? 2e-3 : 1e-2;
-    return base2 ? v / REF_LN2 : v;
-}
-
-/* ---------------- one batch of global sequences (host) ---------------- */
-typedef struct batch_data {
-    int dtype, batch, hq, hkv, d, total_q;
-    int max_q; /* the plan's max_q_len: >= every q_len (the case's bound, so the variant,
-                  which depends on it, is the same in every run) */
-    int qlen[MAXB];
-    int64_t L[MAXB];
-    int32_t cu[MAXB + 1];
-    uint16_t *k[MAXB], *v[MAXB]; /* global [L, hkv, d] */
-    uint16_t *q;                 /* [total_q, hq, d] contiguous */
-} batch_data;
-
-/* New random values (same shapes). Logit std = amp^2/3 independent of d (scale 1/sqrt(d)):
-   amp 2 gives ~1.3, attention neither uniform nor one-hot. */
-static void data_fill(batch_data *bd) {
-    int b;
-    for (b = 0; b < bd->batch; b++) {
-        int64_t n = bd->L[b] * bd->hkv * bd->d;
-        ref_fill_uniform(bd->k[b], n, bd->dtype, 2.0, &seed);
-        ref_fill_uniform(bd->v[b], n, bd->dtype, 1.0, &seed);
-    }
-    ref_fill_uniform(bd->q, (int64_t)bd->total_q * bd->hq * bd->d, bd->dtype, 2.0, &seed);
-}
-
-static void data_make(batch_data *bd, int dtype, int hq, int hkv, int d, int batch, const int *qlen,
-                      const int64_t *L) {
-    int b;
-    memset(bd, 0, sizeof *bd);
-    bd->dtype = dtype;
-    bd->batch = batch;
-    bd->hq = hq;
-    bd->hkv = hkv;
-    bd->d = d;
-    bd->cu[0] = 0;
-    bd->max_q = 1;
-    for (b = 0; b < batch; b++) {
-        bd->qlen[b] = qlen[b];
-        bd->L[b] = L[b];
-        bd->cu[b + 1] = bd->cu[b] + qlen[b];
-        if (qlen[b] > bd->max_q) bd->max_q = qlen[b];
-        bd->k[b] = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)(L[b] * hkv * d));
-        bd->v[b] = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)(L[b] * hkv * d));
-    }
-    bd->total_q = bd->cu[batch];
-    bd->q = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)bd->total_q * hq * d);
-    data_fill(bd);
-}
-
-static void data_free(batch_data *bd) {
-    int b;
-    for (b = 0; b < bd->batch; b++) {
-        free(bd->k[b]);
-        free(bd->v[b]);
-    }
-    free(bd->q);
-    memset(bd, 0, sizeof *bd);
-}
-
-/* ---------------- one rank's inputs: host shard and device copies ---------------- */
-typedef struct rank_in {
-    int W, r, I, ps, pad;
-    ref_shard sh;
-    uint16_t *hq; /* host q with the strides below; padding NaN */
-    int64_t q_st, q_sh, q_elems;
-    void *q, *k, *v;
-    int32_t *bt, *cu, *sk, *skg;
-    int max_local, zero_local;
-} rank_in;
-
-/* Host q with padded strides: pad extra elements per head and per token, all NaN, and
-   Q_TAIL NaN rows at the end. (The host validation sizes q by max_total_q rows when it checks
-   out/lse for overlap, so q is allocated for as many rows as the plan's bound.) */
-static void rank_make_q(rank_in *ri, const batch_data *bd) {
-    int64_t t, h;
-    ri->q_sh = bd->d + ri->pad;
-    ri->q_st = bd->hq * ri->q_sh + ri->pad;
-    ri->q_elems = ((int64_t)bd->total_q + Q_TAIL) * ri->q_st;
-    if (!ri->hq) ri->hq = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)(ri->q_elems ? ri->q_elems : 1));
-    ref_fill_bits(ri->hq, ri->q_elems, nan_bits(bd->dtype));
-    for (t = 0; t < bd->total_q; t++)
-        for (h = 0; h < bd->hq; h++)
-            memcpy(ri->hq + t * ri->q_st + h * ri->q_sh, bd->q + (t * bd->hq + h) * bd->d,
-                   sizeof(uint16_t) * (size_t)bd->d);
-}
-
-/* Shards the batch for (W, r, I) with NaN in every unused slot and page, points unused
-   block-table entries at an unused (NaN) page, and uploads. With `reuse` the device
-   buffers of a previous call with the same shapes are refilled (graph replays). */
-static void rank_build(rank_in *ri, const batch_data *bd, int ps, int W, int r, int I, int pad, int reuse) {
-    ref_shard_params sp;
-    int b, u;
-    int64_t i, kelems, velems;
-    unsigned char *used;
-    if (reuse) {
-        ref_shard_free(&ri->sh);
-    } else {
-        memset(ri, 0, sizeof *ri);
-    }
-    ri->W = W;
-    ri->r = r;
-    ri->I = I;
-    ri->ps = ps;
-    ri->pad = pad;
-    memset(&sp, 0, sizeof sp);
-    sp.hkv = bd->hkv;
-    sp.dqk = bd->d;
-    sp.page_size = ps;
-    sp.world = W;
-    sp.rank = r;
-    sp.interleave = I;
-    sp.dtype = bd->dtype;
-    sp.fill = nan_bits(bd->dtype);
-    sp.extra_pages = 2;
-    sp.bt_extra_cols = 1;
-    sp.bt_fill = 0;
-    sp.seed = ref_rand_u64(&seed);
-    if (ref_shard_build(&ri->sh, &sp, bd->batch, bd->L, (const uint16_t *const *)bd->k,
-                        (const uint16_t *const *)bd->v)) {
-        fprintf(stderr, "ref_shard_build: %s\n", ref_error());
-        exit(1);
-    }
-    /* unused block-table entries -> the first page no sequence uses (exists: extra_pages) */
-    used = (unsigned char *)calloc((size_t)ri->sh.num_pages, 1);
-    if (!used) exit(1);
-    for (b = 0; b < bd->batch; b++) {
-        int64_t np = ((int64_t)ri->sh.seqused_k[b] + ps - 1) / ps;
-        for (i = 0; i < np; i++) used[ri->sh.block_table[b * ri->sh.block_table_stride + i]] = 1;
-    }
-    for (u = 0; u < ri->sh.num_pages && used[u]; u++) {
-    }
-    for (b = 0; b < bd->batch; b++) {
-        int64_t np = ((int64_t)ri->sh.seqused_k[b] + ps - 1) / ps;
-        for (i = np; i < ri->sh.block_table_stride; i++) ri->sh.block_table[b * ri->sh.block_table_stride + i] = u;
-    }
-    free(used);
-    ri->max_local = 0;
-    ri->zero_local = 0;
-    for (b = 0; b < bd->batch; b++) {
-        if (ri->sh.seqused_k[b] > ri->max_local) ri->max_local = ri->sh.seqused_k[b];
-        if (ri->sh.seqused_k[b] == 0) ri->zero_local++;
-    }
-    rank_make_q(ri, bd);
-    kelems = ri->sh.num_pages * ri->sh.k_stride_page;
-    velems = ri->sh.num_pages * ri->sh.v_stride_page;
-    if (!reuse) {
-        CUDA_OK(cudaMalloc(&ri->q, sizeof(uint16_t) * (size_t)(ri->q_elems ? ri->q_elems : 8)));
-        CUDA_OK(cudaMalloc(&ri->k, sizeof(uint16_t) * (size_t)kelems));
-        CUDA_OK(cudaMalloc(&ri->v, sizeof(uint16_t) * (size_t)velems));
-        CUDA_OK(cudaMalloc((void **)&ri->bt, sizeof(int32_t) * (size_t)(bd->batch ? bd->batch : 1) *
-                                                 (size_t)ri->sh.block_table_stride));
-        CUDA_OK(cudaMalloc((void **)&ri->cu, sizeof(int32_t) * (MAXB + 1)));
-        CUDA_OK(cudaMalloc((void **)&ri->sk, sizeof(int32_t) * MAXB));
-        CUDA_OK(cudaMalloc((void **)&ri->skg, sizeof(int32_t) * MAXB));
-    }
-    CUDA_OK(cudaMemcpy(ri->q, ri->hq, sizeof(uint16_t) * (size_t)ri->q_elems, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->k, ri->sh.k_cache, sizeof(uint16_t) * (size_t)kelems, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->v, ri->sh.v_cache, sizeof(uint16_t) * (size_t)velems, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->bt, ri->sh.block_table, sizeof(int32_t) * (size_t)bd->batch * (size_t)ri->sh.block_table_stride,
-                       cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->cu, bd->cu, sizeof(int32_t) * (size_t)(bd->batch + 1), cudaMemcpyHostToDevice));
-    if (bd->batch) {
-        CUDA_OK(cudaMemcpy(ri->sk, ri->sh.seqused_k, sizeof(int32_t) * (size_t)bd->batch, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemcpy(ri->skg, ri->sh.seqused_k_global, sizeof(int32_t) * (size_t)bd->batch,
-                           cudaMemcpyHostToDevice));
-    }
-}
-
-static void rank_free(rank_in *ri) {
-    cudaFree(ri->q);
-    cudaFree(ri->k);
-    cudaFree(ri->v);
-    cudaFree(ri->bt);
-    cudaFree(ri->cu);
-    cudaFree(ri->sk);
-    cudaFree(ri->skg);
-    free(ri->hq);
-    ref_shard_free(&ri->sh);
-    memset(ri, 0, sizeof *ri);
-}
-
-static void rank_args(dcpattn_attn_args *a, const rank_in *ri, const batch_data *bd) {
-    memset(a, 0, sizeof *a);
-    a->batch = bd->batch;
-    a->q = ri->q;
-    a->q_stride_t = ri->q_st;
-    a->q_stride_h = ri->q_sh;
-    a->k_cache = ri->k;
-    a->k_stride_page = ri->sh.k_stride_page;
-    a->k_stride_t = ri->sh.k_stride_t;
-    a->k_stride_h = ri->sh.k_stride_h;
-    a->v_cache = ri->v;
-    a->v_stride_page = ri->sh.v_stride_page;
-    a->v_stride_t = ri->sh.v_stride_t;
-    a->v_stride_h = ri->sh.v_stride_h;
-    a->num_pages = ri->sh.num_pages;
-    a->block_table = ri->bt;
-    a->block_table_stride = ri->sh.block_table_stride;
-    a->cu_seqlens_q = ri->cu;
-    a->seqused_k = ri->sk;
-    a->seqused_k_global = ri->skg;
-}
-
-static void rank_ref_inputs(ref_attn_inputs *in, const rank_in *ri, const batch_data *bd) {
-    memset(in, 0, sizeof *in);
-    in->batch = bd->batch;
-    in->q = ri->hq;
-    in->q_stride_t = ri->q_st;
-    in->q_stride_h = ri->q_sh;
-    ref_shard_inputs(&ri->sh, in);
-    in->cu_seqlens_q = bd->cu;
-}
-
-/* ---------------- outputs (device, poisoned) and their host copies ---------------- */
-typedef struct out_buf {
-    int rows, hq, dv, has_lse;       /* rows allocated (>= total_q) */
-    int64_t st, sh, lst, lsh;        /* element strides of out and lse */
-    int64_t out_elems, lse_elems;
-    void *d_out;
-    float *d_lse;
-    uint16_t *h_out;
-    float *h_lse;
-} out_buf;
-
-static void out_alloc(out_buf *o, int rows, int hq, int dv, int pad, int has_lse) {
-    memset(o, 0, sizeof *o);
-    o->rows = rows > 0 ? rows : 1;
-    o->hq = hq;
-    o->dv = dv;
-    o->has_lse = has_lse;
-    o->sh = dv + pad;
-    o->st = hq * o->sh + pad;
-    o->lsh = pad ? 2 : 1;
-    o->lst = hq * o->lsh + (pad ? 3 : 0);
-    o->out_elems = o->rows * o->st;
-    o->lse_elems = o->rows * o->lst;
-    CUDA_OK(cudaMalloc(&o->d_out, sizeof(uint16_t) * (size_t)o->out_elems));
-    o->h_out = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)o->out_elems);
-    if (has_lse) {
-        CUDA_OK(cudaMalloc((void **)&o->d_lse, sizeof(float) * (size_t)o->lse_elems));
-        o->h_lse = (float *)xmalloc(sizeof(float) * (size_t)o->lse_elems);
-    }
-}
-static void out_free(out_buf *o) {
-    cudaFree(o->d_out);
-    if (o->d_lse) cudaFree(o->d_lse);
-    free(o->h_out);
-    free(o->h_lse);
-    memset(o, 0, sizeof *o);
-}
-static void out_poison(out_buf *o, int byte) {
-    CUDA_OK(cudaMemset(o->d_out, byte, sizeof(uint16_t) * (size_t)o->out_elems));
-    if (o->d_lse) CUDA_OK(cudaMemset(o->d_lse, byte, sizeof(float) * (size_t)o->lse_elems));
-}
-static void out_fetch(out_buf *o) {
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(o->h_out, o->d_out, sizeof(uint16_t) * (size_t)o->out_elems, cudaMemcpyDeviceToHost));
-    if (o->d_lse)
-        CUDA_OK(cudaMemcpy(o->h_lse, o->d_lse, sizeof(float) * (size_t)o->lse_elems, cudaMemcpyDeviceToHost));
-}
-static void out_args(dcpattn_attn_args *a, const out_buf *o) {
-    a->out = o->d_out;
-    a->out_stride_t = o->st;
-    a->out_stride_h = o->sh;
-    a->lse = o->has_lse ? o->d_lse : NULL;
-    a->lse_stride_t = o->lst;
-    a->lse_stride_h = o->lsh;
-}
-/* Bytes of the host copies that differ from `byte`, outside the first `total_q` rows of the
-   tensors (all = 1: everywhere). */
-static int64_t out_changed(const out_buf *o, int total_q, int byte, int all) {
-    int64_t e, n = 0;
-    const uint16_t pat16 = (uint16_t)(byte & 0xff) * 0x0101u;
-    uint32_t pat32 = (uint32_t)pat16 * 0x00010001u;
-    for (e = 0; e < o->out_elems; e++) {
-        int64_t t = e / o->st, rem = e % o->st, h = rem / o->sh, d = rem % o->sh;
-        int inside = !all && t < total_q && h < o->hq && d < o->dv;
-        if (!inside && o->h_out[e] != pat16) n++;
-    }
-    if (o->has_lse)
-        for (e = 0; e < o->lse_elems; e++) {
-            int64_t t = e / o->lst, rem = e % o->lst;
-            int inside = !all && t < total_q && rem % o->lsh == 0 && rem / o->lsh < o->hq;
-            uint32_t bits;
-            memcpy(&bits, &o->h_lse[e], 4);
-            if (!inside && bits != pat32) n++;
-        }
-    return n;
-}
-
-/* ---------------- reference results ---------------- */
-typedef struct ref_res {
-    double *out, *lse; /* exact (double), [total_q, hq, dv] and [total_q, hq] */
-    ref_err base;      /* error of the same math in the input precision */
-    int total_q, hq, dv, dtype, base2;
-} ref_res;
-
-static void ref_res_alloc(ref_res *rr, int total_q, int hq, int dv, int dtype, int base2) {
-    memset(rr, 0, sizeof *rr);
-    rr->total_q = total_q;
-    rr->hq = hq;
-    rr->dv = dv;
-    rr->dtype = dtype;
-    rr->base2 = base2;
-    rr->out = (double *)xmalloc(sizeof(double) * (size_t)total_q * hq * dv);
-    rr->lse = (double *)xmalloc(sizeof(double) * (size_t)total_q * hq);
-}
-static void ref_res_free(ref_res *rr) {
-    free(rr->out);
-    free(rr->lse);
-    memset(rr, 0, sizeof *rr);
-}
-
-/* ref_attn exact and with emulate_lowp; the latter's error is the baseline. */
-static void ref_sharded(ref_res *rr, ref_attn_params p, const ref_attn_inputs *in, int total_q) {
-    double t0 = now_s(), *emu;
-    ref_res_alloc(rr, total_q, p.hq, p.dqk, p.dtype, p.lse_base2);
-    emu = (double *)xmalloc(sizeof(double) * (size_t)total_q * p.hq * p.dqk);
-    p.emulate_lowp = 0;
-    if (ref_attn(&p, in, rr->out, rr->lse)) {
-        fprintf(stderr, "ref_attn: %s\n", ref_error());
-        exit(1);
-    }
-    p.emulate_lowp = 1;
-    if (ref_attn(&p, in, emu, NULL)) {
-        fprintf(stderr, "ref_attn: %s\n", ref_error());
-        exit(1);
-    }
-    rr->base = ref_compare(rr->out, emu, REF_F64, (int64_t)total_q * p.hq * p.dqk);
-    free(emu);
-    ref_seconds += now_s() - t0;
-}
-
-/* ref_attn_dense per sequence (unsharded, contiguous), exact and emulated. */
-static void ref_dense(ref_res *rr, ref_attn_params p, const batch_data *bd) {
-    double t0 = now_s(), *emu;
-    int b, pass;
-    const int64_t row = (int64_t)bd->hq * bd->d;
-    ref_res_alloc(rr, bd->total_q, bd->hq, bd->d, bd->dtype, p.lse_base2);
-    emu = (double *)xmalloc(sizeof(double) * (size_t)bd->total_q * (size_t)row);
-    for (pass = 0; pass < 2; pass++) {
-        p.emulate_lowp = pass;
-        for (b = 0; b < bd->batch; b++)
-            if (ref_attn_dense(&p, bd->qlen[b], bd->L[b], bd->q + bd->cu[b] * row, bd->k[b], bd->v[b],
-                               (pass ? emu : rr->out) + bd->cu[b] * row, pass ? NULL : rr->lse + bd->cu[b] * bd->hq)) {
-                fprintf(stderr, "ref_attn_dense: %s\n", ref_error());
-                exit(1);
-            }
-    }
-    rr->base = ref_compare(rr->out, emu, REF_F64, (int64_t)bd->total_q * row);
-    free(emu);
-    ref_seconds += now_s() - t0;
-}
-
-/* Verdict of one launch against a reference: out within tolerance (floor x floor_mult),
-   lse within tolerance, rows the reference calls empty exactly 0 and -inf, nothing written
-   outside the tensors. Fills msg with what failed; returns 1 when all is well. */
-static int verdict(const ref_res *rr, const out_buf *o, double floor_mult, char *msg, size_t n) {
-    ref_err eo, el;
-    char so[256], sl[256];
-    int64_t t, h, d, empty = 0, nonzero = 0, changed;
-    int ok_o, ok_l = 1;
-    size_t len = 0;
-    msg[0] = 0;
-    eo = ref_compare3(rr->out, o->h_out, rr->dtype, rr->total_q, rr->hq, rr->dv, o->st, o->sh);
-    ok_o = ref_err_within(&eo, &rr->base, floor_mult * abs_floor(rr->dtype), floor_mult * rel_floor(rr->dtype));
-    snprintf(so, sizeof so, "%s", ref_err_str(&eo));
-    if (o->has_lse) {
-        double tol = lse_tol(rr->dtype, rr->base2);
-        el = ref_compare3(rr->lse, o->h_lse, REF_FP32, rr->total_q, rr->hq, 1, o->lst, o->lsh);
-        ok_l = ref_err_ok(&el, tol, tol);
-        snprintf(sl, sizeof sl, "%s", ref_err_str(&el));
-    }
-    for (t = 0; t < rr->total_q; t++)
-        for (h = 0; h < rr->hq; h++) {
-            if (!(rr->lse[t * rr->hq + h] == -INFINITY)) continue;
-            empty++;
-            for (d = 0; d < rr->dv; d++)
-                if (ref_load(o->h_out, rr->dtype, t * o->st + h * o->sh + d) != 0.0) nonzero++;
-        }
-    seen_empty_rows += empty;
-    changed = out_changed(o, rr->total_q, 0xff, 0);
-    if (!ok_o)
-        len += (size_t)snprintf(msg + len, n - len, "out %s (allowed 2x %.3g/%.3g + %.3g/%.3g); ", so,
-                                rr->base.max_abs, rr->base.rel_fro, floor_mult * abs_floor(rr->dtype),
-                                floor_mult * rel_floor(rr->dtype));
-    if (!ok_l && len < n) len += (size_t)snprintf(msg + len, n - len, "lse %s (tol %.3g); ", sl, lse_tol(rr->dtype, rr->base2));
-    if (nonzero && len < n)
-        len += (size_t)snprintf(msg + len, n - len, "%lld values of %lld empty rows not exactly 0; ",
-                                (long long)nonzero, (long long)empty);
-    if (changed && len < n)
-        len += (size_t)snprintf(msg + len, n - len, "%lld elements outside out/lse written; ", (long long)changed);
-    return ok_o && ok_l && !nonzero && !changed;
-}
 
 /* ---------------- plans and launches ---------------- */
-typedef struct run_cfg {
-    int causal, lse_base2, splits, extra_rows, no_global;
-    float scale; /* 0: default */
-} run_cfg;
-
-static dcpattn_status plan_for(const batch_data *bd, const rank_in *ri, const run_cfg *rc, dcpattn_attn_plan **plan) {
-    dcpattn_attn_desc ad;
-    memset(&ad, 0, sizeof ad);
-    ad.dtype = (dcpattn_dtype)bd->dtype;
-    ad.num_q_heads = bd->hq;
-    ad.num_kv_heads = bd->hkv;
-    ad.head_dim = bd->d;
-    ad.page_size = ri->ps;
-    ad.non_causal = !rc->causal;
-    ad.softmax_scale = rc->scale;
-    ad.dcp_world = ri->W;
-    ad.dcp_rank = ri->r;
-    ad.dcp_interleave = ri->I;
-    ad.lse_base2 = rc->lse_base2;
-    ad.max_batch = bd->batch > 0 ? bd->batch : 1;
-    ad.max_q_len = bd->max_q;
-    ad.max_total_q = bd->total_q + rc->extra_rows > 0 ? bd->total_q + rc->extra_rows : 1;
-    ad.max_seqlen_k = ri->max_local;
-    ad.num_splits = rc->splits;
-    return dcpattn_attn_plan_create(ctx, &ad, plan);
-}
-
 static void *workspace_for(const dcpattn_attn_plan *plan) {
     size_t need = dcpattn_attn_workspace_size(plan);
     if (!need) return NULL;
@@ -586,7 +132,7 @@ static int run_and_check(const char *what, const batch_data *bd, const rank_in *
     int ok;
     if (pc.lse_base2 == 2) pc.lse_base2 = 0;
     describe(desc, sizeof desc, what, bd, ri, rc, -1);
-    if (!plan_ok(plan_for(bd, ri, &pc, &plan), bd->hq / bd->hkv, desc)) return -1;
+    if (!plan_ok(plan_for(ctx, bd, ri, &pc, &plan), bd->hq / bd->hkv, desc)) return -1;
     describe(desc, sizeof desc, what, bd, ri, rc, dcpattn_attn_num_splits(plan));
     snprintf(g_case, sizeof g_case, "%s [%s]", desc, dcpattn_attn_variant(plan));
     out_alloc(&o, bd->total_q + rc->extra_rows, bd->hq, bd->d, ri->pad, rc->lse_base2 != 2);
@@ -612,23 +158,6 @@ static int run_and_check(const char *what, const batch_data *bd, const rank_in *
     else
         out_free(&o);
     return ok;
-}
-
-static ref_attn_params ref_params(const batch_data *bd, const rank_in *ri, const run_cfg *rc) {
-    ref_attn_params p;
-    memset(&p, 0, sizeof p);
-    p.hq = bd->hq;
-    p.hkv = bd->hkv;
-    p.dqk = bd->d;
-    p.page_size = ri->ps;
-    p.causal = rc->causal;
-    p.scale = rc->scale != 0 ? (double)rc->scale : 1.0 / sqrt((double)bd->d);
-    p.world = ri->W;
-    p.rank = ri->r;
-    p.interleave = ri->I;
-    p.lse_base2 = rc->lse_base2 == 1;
-    p.dtype = bd->dtype;
-    return p;
 }
 
 /* ---------------- the attention case matrix ---------------- */
@@ -683,9 +212,9 @@ static void attn_case(const acase *c) {
     run_cfg rc;
     r = c->rank >= 0 ? c->rank : rnd(0, c->W - 1);
     case_lengths(c, r, qlen, L);
-    data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, c->batch, qlen, L);
+    data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, c->batch, qlen, L, &seed);
     if (bd.max_q < (c->chunk ? CHUNK_Q : c->qlen_max)) bd.max_q = c->chunk ? CHUNK_Q : c->qlen_max;
-    rank_build(&ri, &bd, c->ps, c->W, r, c->I, c->pad, 0);
+    rank_build(&ri, &bd, c->ps, c->W, r, c->I, c->pad, 0, &seed);
     seen_zero_local_seqs += ri.zero_local;
     memset(&rc, 0, sizeof rc);
     rc.causal = c->causal;
@@ -818,7 +347,7 @@ static void dcp_case(const dcase *c) {
         else
             L[b] = rnd(c->q_len > 16 ? c->q_len : 16, 600);
     }
-    data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, batch, qlen, L);
+    data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, batch, qlen, L, &seed);
     snprintf(desc, sizeof desc, "dcp %s d%d g%d hkv%d ps%d %s W%d I%d q_len %d splits %d L %lld %lld %lld %lld",
              dt_name(c->dtype), c->d, c->group, c->hkv, c->ps, c->causal ? "causal" : "non-causal", c->W, c->I,
              c->q_len, c->splits, (long long)L[0], (long long)L[1], (long long)L[2], (long long)L[3]);
@@ -830,7 +359,7 @@ static void dcp_case(const dcase *c) {
     ri.I = 1;
     ref_dense(&dense, ref_params(&bd, &ri, &rc), &bd);
     /* W = 1 over the unsharded cache */
-    rank_build(&ri, &bd, c->ps, 1, 0, 1, 0, 0);
+    rank_build(&ri, &bd, c->ps, 1, 0, 1, 0, 0, &seed);
     rc.splits = 1;
     have_w1 = run_and_check("dcp W=1", &bd, &ri, &rc, &dense, 1.0, &w1) >= 0;
     if (!have_w1) all = 0;
@@ -839,7 +368,7 @@ static void dcp_case(const dcase *c) {
     rc.splits = c->splits;
     for (r = 0; r < c->W; r++) {
         ref_attn_inputs in;
-        rank_build(&ri, &bd, c->ps, c->W, r, c->I, 0, 0);
+        rank_build(&ri, &bd, c->ps, c->W, r, c->I, 0, 0, &seed);
         seen_zero_local_seqs += ri.zero_local;
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
@@ -928,15 +457,15 @@ static void graph_and_fault_tests(void) {
     }
     qlen[0] = 1; /* one token globally: nothing on rank 1 */
     L[0] = 1;
-    data_make(&bd, DCPATTN_BF16, 8, 1, 128, 4, qlen, L);
+    data_make(&bd, DCPATTN_BF16, 8, 1, 128, 4, qlen, L, &seed);
     bd.max_q = 4;
-    rank_build(&ri, &bd, 16, 2, 1, 1, 0, 0);
+    rank_build(&ri, &bd, 16, 2, 1, 1, 0, 0, &seed);
     memset(&rc, 0, sizeof rc);
     rc.causal = 1;
     rc.splits = 4; /* > 1: the split merge launch is captured too */
     describe(desc, sizeof desc, "graph", &bd, &ri, &rc, 4);
     snprintf(g_case, sizeof g_case, "%s", desc);
-    if (!plan_ok(plan_for(&bd, &ri, &rc, &plan), 8, desc)) {
+    if (!plan_ok(plan_for(ctx, &bd, &ri, &rc, &plan), 8, desc)) {
         rank_free(&ri);
         data_free(&bd);
         return;
@@ -964,8 +493,8 @@ static void graph_and_fault_tests(void) {
         dcpattn_attn_args ea = a;
         int same_out, same_lse;
         if (rep > 0) { /* new q and cache values (and a new page order) in the same buffers */
-            data_fill(&bd);
-            rank_build(&ri, &bd, 16, 2, 1, 1, 0, 1);
+            data_fill(&bd, &seed);
+            rank_build(&ri, &bd, 16, 2, 1, 1, 0, 1, &seed);
         }
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
@@ -1056,7 +585,7 @@ static void graph_and_fault_tests(void) {
         dcpattn_attn_args ea = a;
         run_cfg one = rc;
         one.splits = 1;
-        if (plan_for(&bd, &ri, &one, &plan) == DCPATTN_STATUS_SUCCESS) {
+        if (plan_for(ctx, &bd, &ri, &one, &plan) == DCPATTN_STATUS_SUCCESS) {
             out_poison(&o, 0x5a);
             ea.batch = 0;
             s = dcpattn_attn_run(plan, &ea, NULL, 0, (dcpattn_stream)st);
@@ -1135,10 +664,10 @@ int main(void) {
 
     /* the matrix really met what it is meant to meet */
     CHECK(seen_zero_local_seqs > 0, "no case had a sequence with zero local tokens");
-    CHECK(seen_empty_rows > 0, "no case had a query row that sees no key on its rank");
+    CHECK(gpu_seen_empty_rows > 0, "no case had a query row that sees no key on its rank");
     if (g_ws) cudaFree(g_ws);
     dcpattn_context_destroy(ctx);
     printf("%lld launches, %lld empty rows, %lld zero-local sequences; %.1f s (CPU reference %.1f s)\n", launches,
-           seen_empty_rows, seen_zero_local_seqs, now_s() - t0, ref_seconds);
+           gpu_seen_empty_rows, seen_zero_local_seqs, now_s() - t0, gpu_ref_seconds);
     return check_summary();
 }
