@@ -267,7 +267,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             cp_async_commit();
             fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
         }
-        if (!warp_active) continue;
+        if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
 
         const int ts = kv_begin + t * KV_TILE;
         const unsigned stage_off = (t % STAGES) * Tr::TILE_BYTES;

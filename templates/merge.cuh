@@ -16,9 +16,9 @@
 // transaction), then its o loads, all in flight at once, predicated off for empty states
 // (non-finite LSE: their o is never read) and for states whose weight underflows to 0. Each
 // group is folded into a running (max, sum, acc) in fp32 (online softmax in base 2), so any
-// num_states up to 64 works with no shared memory. The LSE loads of the next group (or of the
-// thread's next vector) are issued before the o loads of the current one (software pipeline:
-// the LSE latency is hidden). The loads are predicated inside the instruction so a
+// num_states up to 64 works with no shared memory. When num_states <= kMergeUnroll the LSE
+// loads of a thread's second vector are issued before the o loads of its first (software
+// pipeline: the LSE latency is hidden). The loads are predicated inside the instruction so a
 // group stays one basic block; merge_inst.cu's __launch_bounds__(THREADS, 4) (<= 64
 // registers) is what lets ptxas keep a group's loads in flight together (without a minimum
 // it interleaves them with the FMAs).
@@ -210,10 +210,9 @@ __device__ __forceinline__ void finish(const dcpattn_merge_kparams &p, const ite
 
 }  // namespace merge_detail
 
-// See the contract at the top of this file. Each thread merges ITEMS vectors, THREADS apart,
-// as one sequence of steps (vector k, states c .. c+UNROLL-1); the LSE loads of the next step
-// are issued before the o loads of the current one (software pipeline), so only the o loads'
-// latency is exposed, for any number of states.
+// See the contract at the top of this file. Each thread merges ITEMS vectors, THREADS apart;
+// UNROLL states have their loads in flight together. When num_states <= UNROLL the LSE loads
+// of the next vector are issued before the current vector's o loads (software pipeline).
 template <class IN_T, class OUT_T, int THREADS, int UNROLL = kMergeUnroll, int ITEMS = kMergeItems>
 __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     using namespace merge_detail;
@@ -223,24 +222,38 @@ __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     const float sc = blk.sc;
     const int n = p.n;
 
-    item its[ITEMS];
+    if (n <= U) {
+        item its[ITEMS];
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) its[k] = blk.at(p, k);
-    float lcur[U], lnxt[U];
-    load_lse<U>(p, its[0], 0, lcur);
+        for (int k = 0; k < ITEMS; ++k) its[k] = blk.at(p, k);
+        float lcur[U], lnxt[U];
+        load_lse<U>(p, its[0], 0, lcur);
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        float m = neg_inf(), s = 0.0f, acc[VEC];
+        for (int k = 0; k < ITEMS; ++k) {
+            if (k + 1 < ITEMS) load_lse<U>(p, its[k + 1], 0, lnxt);
+            float m = neg_inf(), s = 0.0f, acc[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
-        for (int c = 0; c < n; c += U) {
-            if (c + U < n) load_lse<U>(p, its[k], c + U, lnxt);
-            else if (k + 1 < ITEMS) load_lse<U>(p, its[k + 1 < ITEMS ? k + 1 : k], 0, lnxt);
-            fold<IN_T, U, VEC>(p, its[k], c, lcur, sc, m, s, acc);
+            for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+            fold<IN_T, U, VEC>(p, its[k], 0, lcur, sc, m, s, acc);
+            if (its[k].ok) finish<OUT_T, VEC>(p, its[k], m, s, acc);
 #pragma unroll
             for (int i = 0; i < U; ++i) lcur[i] = lnxt[i];
         }
-        if (its[k].ok) finish<OUT_T, VEC>(p, its[k], m, s, acc);
+    } else {
+#pragma unroll 1
+        for (int k = 0; k < ITEMS; ++k) {
+            const item it = blk.at(p, k);
+            if (!it.ok) continue;
+            float m = neg_inf(), s = 0.0f, acc[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+            for (int c = 0; c < n; c += U) {
+                float l[U];
+                load_lse<U>(p, it, c, l);
+                fold<IN_T, U, VEC>(p, it, c, l, sc, m, s, acc);
+            }
+            finish<OUT_T, VEC>(p, it, m, s, acc);
+        }
     }
 }
 
