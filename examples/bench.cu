@@ -754,9 +754,10 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             double t0 = now_s();
             run_jobs(jobs);
             bool ok = check_attn(c, jobs, hout.data(), hlse.data(), &r.err_out, &r.err_lse);
-            printf("%-6s %s  %s, %d splits; sequences %d and %d, all heads, vs CPU reference (%.1f s)\n"
+            printf("%-6s %s  %s, %d splits%s; sequences %d and %d, all heads, vs CPU reference (%.1f s)\n"
                    "       out: %s\n       lse: %s\n",
-                   r.key.c_str(), ok ? "PASS" : "FAIL", r.variant.c_str(), r.splits, vseq[0], vseq[nval - 1],
+                   r.key.c_str(), ok ? "PASS" : "FAIL", r.variant.c_str(), r.splits,
+                   r.splits > 1 ? (ws_bytes ? " (merge kernel)" : " (merged in clusters)") : "", vseq[0], vseq[nval - 1],
                    now_s() - t0, r.err_out.c_str(), r.err_lse.c_str());
             r.status = ok ? "PASS" : "FAIL";
             if (!ok) {
@@ -771,7 +772,8 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             };
             timing t = time_runs(fn, 3, g_iters, st);
             const double kv = (double)c->B * c->S * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2;
-            const double part = r.splits > 1 ? 2.0 * r.splits * (double)l_elems * (c->Dv + 1) * 4 : 0;
+            /* split partials through the workspace (none when they are merged inside clusters) */
+            const double part = r.splits > 1 && ws_bytes ? 2.0 * r.splits * (double)l_elems * (c->Dv + 1) * 4 : 0;
             r.bytes = kv + (double)q_elems * 2 + (double)o_elems * 2 + (double)l_elems * 4 + part;
             r.flops = c->mla ? 2.0 * l_elems * c->S * (double)(c->Dqk + c->Dv) : 4.0 * l_elems * c->S * (double)c->Dqk;
             r.us = t.med_us;
@@ -1048,9 +1050,10 @@ static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
     g_eager1_us = eager[1];
     g_graph_replay_us = replay[0];
     g_graph1_replay_us = replay[1];
-    printf("dcpattn_attn_run host cost: %.2f us/call (%d splits: attention + merge), %.2f us/call (1 split); "
+    printf("dcpattn_attn_run host cost: %.2f us/call (%d splits: %s), %.2f us/call (1 split); "
            "empty kernel launch %.2f us\n",
-           host[0], g_host_splits, host[1], g_host_empty_us);
+           host[0], g_host_splits, wsb[0] ? "attention + merge launches" : "one launch, merged in clusters", host[1],
+           g_host_empty_us);
     printf("GPU time per run, back to back: eager %.2f us, graph replay %.2f us (%d splits); eager %.2f us, "
            "graph replay %.2f us (1 split)\n",
            eager[0], replay[0], g_host_splits, eager[1], replay[1]);

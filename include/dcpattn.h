@@ -88,6 +88,10 @@
                         first writable one. Unset: $XDG_CACHE_HOME/dcpattn, else
                         ~/.cache/dcpattn. Set but empty: memory only.
      DCPATTN_NO_JIT=1   a cache miss becomes DCPATTN_STATUS_NOT_COMPILED.
+     DCPATTN_NO_CLUSTER_MERGE=1  split-KV partials always go through the workspace and a
+                        merge kernel (by default, on sm_90 and newer, GQA plans of up to 8
+                        splits merge them inside a thread-block cluster: one launch, no
+                        workspace). Read when a plan is created.
      DCPATTN_CUDA_LIBRARY, DCPATTN_NVRTC_LIBRARY, DCPATTN_NCCL_LIBRARY
                         explicit paths of the libraries opened with dlopen.
      DCPATTN_LOG_LEVEL  0 silent (default), 1 warnings, 2 info (each compile), 3 debug;
@@ -432,7 +436,7 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         long long part_split_stride;                                                  \
         int batch, max_q_len, hq, hkv;                                                \
         int page_size, num_splits, causal, lse_base2;                                 \
-        int world, rank, interleave, pad0;                                            \
+        int world, rank, interleave, cluster_merge;                                   \
         float scale_log2;                                                             \
         float pad1;                                                                   \
     } dcpattn_attn_kparams;
@@ -561,6 +565,26 @@ typedef struct CUmod_st *dcpattn__CUmodule;
 typedef struct CUfunc_st *dcpattn__CUfunction;
 typedef struct dcpattn__nvrtc_prog *dcpattn__nvrtcProgram;
 
+/* cuLaunchKernelEx's configuration with one attribute, laid out as cuda.h's CUlaunchConfig and
+   CUlaunchAttribute (id, 4 bytes of padding, a 64-byte value union). */
+typedef struct dcpattn__CUlaunchAttribute {
+    int id; /* 4: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+    char pad[4];
+    union {
+        char bytes[64];
+        struct {
+            unsigned x, y, z;
+        } cluster;
+    } value;
+} dcpattn__CUlaunchAttribute;
+typedef struct dcpattn__CUlaunchConfig {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    dcpattn_stream stream;
+    dcpattn__CUlaunchAttribute *attrs;
+    unsigned num_attrs;
+} dcpattn__CUlaunchConfig;
+#define DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+
 typedef struct dcpattn__driver_api {
     int tried, ok;
     dcpattn__CUresult (*Init)(unsigned);
@@ -576,6 +600,9 @@ typedef struct dcpattn__driver_api {
     dcpattn__CUresult (*FuncGetAttribute)(int *, int, dcpattn__CUfunction);
     dcpattn__CUresult (*LaunchKernel)(dcpattn__CUfunction, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, unsigned, unsigned, dcpattn_stream, void **, void **);
+    /* optional (CUDA 12+): thread-block cluster launches; NULL where the driver lacks it */
+    dcpattn__CUresult (*LaunchKernelEx)(const struct dcpattn__CUlaunchConfig *, dcpattn__CUfunction, void **,
+                                        void **);
     dcpattn__CUresult (*StreamIsCapturing)(dcpattn_stream, int *);
     dcpattn__CUresult (*StreamQuery)(dcpattn_stream);
     dcpattn__CUresult (*GetErrorString)(dcpattn__CUresult, const char **);
@@ -646,6 +673,10 @@ static dcpattn_status dcpattn__load_driver(void) {
             DCPATTN__SYM(lib, dcpattn__cu, StreamIsCapturing, "cuStreamIsCapturing");
             DCPATTN__SYM(lib, dcpattn__cu, StreamQuery, "cuStreamQuery");
             DCPATTN__SYM(lib, dcpattn__cu, GetErrorString, "cuGetErrorString");
+            {
+                void *ex = dlsym(lib, "cuLaunchKernelEx"); /* optional */
+                memcpy(&dcpattn__cu.LaunchKernelEx, &ex, sizeof ex);
+            }
             if (missing)
                 snprintf(why, sizeof why, "libcuda lacks %s", missing);
             else if (dcpattn__cu.Init(0) != 0)
@@ -713,6 +744,7 @@ typedef struct dcpattn__variant {
     dcpattn__CUmodule module;
     dcpattn__CUfunction fn;
     int threads, smem, rows, kv_tile, items;
+    int cluster_splits; /* attention: most splits its kernel merges inside a cluster (0: none) */
     int registers, shared_bytes, spill_bytes;
 } dcpattn__variant;
 
@@ -908,7 +940,7 @@ static dcpattn_status dcpattn__lua_open(dcpattn_context *ctx) {
 typedef struct dcpattn__rendered {
     char *source;
     size_t len;
-    int threads, smem, rows, kv_tile, items;
+    int threads, smem, rows, kv_tile, items, cluster_splits;
 } dcpattn__rendered;
 
 static int dcpattn__lua_intfield(lua_State *L, int idx, const char *k) {
@@ -951,6 +983,7 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
         out->rows = dcpattn__lua_intfield(L, -1, "rows");
         out->kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
         out->items = dcpattn__lua_intfield(L, -1, "items");
+        out->cluster_splits = dcpattn__lua_intfield(L, -1, "cluster_splits");
     }
     lua_pop(L, 2);
     if (out->threads <= 0) {
@@ -1347,6 +1380,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
     v.rows = r.rows;
     v.kv_tile = r.kv_tile;
     v.items = r.items > 0 ? r.items : 1;
+    v.cluster_splits = r.cluster_splits;
     v.registers = blob.registers;
     v.shared_bytes = blob.shared_bytes;
     v.spill_bytes = blob.spill_bytes;
@@ -1762,6 +1796,33 @@ static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, un
                              what);
 }
 
+/* A launch whose grid.x is cut into clusters of cluster_x CTAs (cuLaunchKernelEx). */
+static dcpattn_status dcpattn__launch_cluster(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
+                                              unsigned cluster_x, void *params, dcpattn_stream stream,
+                                              const char *what) {
+    dcpattn__CUlaunchAttribute attr;
+    dcpattn__CUlaunchConfig cfg;
+    void *args[1];
+    args[0] = params;
+    memset(&attr, 0, sizeof attr);
+    attr.id = DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.cluster.x = cluster_x;
+    attr.value.cluster.y = 1;
+    attr.value.cluster.z = 1;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.grid_x = gx;
+    cfg.grid_y = gy;
+    cfg.grid_z = gz;
+    cfg.block_x = (unsigned)v->threads;
+    cfg.block_y = 1;
+    cfg.block_z = 1;
+    cfg.shared_bytes = (unsigned)v->smem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.num_attrs = 1;
+    return dcpattn__cu_check(dcpattn__cu.LaunchKernelEx(&cfg, v->fn, args, NULL), what);
+}
+
 /* The kernel's parameter block for normalized merge arguments (state pointers only where
    a->o and a->lse are given: a plan fills them per run). */
 static void dcpattn__merge_kparams(const dcpattn_merge_args *a, const int *rows_limit, dcpattn_merge_kparams *kp) {
@@ -1860,6 +1921,7 @@ struct dcpattn_attn_plan {
     dcpattn_attn_desc d; /* normalized */
     dcpattn__variant *attn, *merge;
     int num_splits, row_tiles;
+    int cluster; /* the num_splits CTAs of a row tile form a cluster and merge in it */
     size_t workspace_bytes, part_offset_lse;
     dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
     dcpattn_merge_kparams mkp; /* the split merge; run adds workspace, out and lse */
@@ -2128,10 +2190,24 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
     return DCPATTN_STATUS_SUCCESS;
 }
 
+/* Whether a variant's split-KV partials can be merged inside a thread-block cluster here:
+   its kernel supports it, the arch has clusters (sm_90+), the driver has cuLaunchKernelEx
+   and DCPATTN_NO_CLUSTER_MERGE is not set. */
+static int dcpattn__cluster_merge_ok(const dcpattn_context *ctx, const dcpattn__variant *v) {
+    int arch = 0;
+    if (v->cluster_splits < 2 || !dcpattn__cu.LaunchKernelEx || dcpattn__env_int("DCPATTN_NO_CLUSTER_MERGE", 0))
+        return 0;
+    if (sscanf(ctx->arch, "sm_%d", &arch) != 1)
+        return 0;
+    return arch >= 90;
+}
+
 /* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
    within 85 % of the best, where a wave is num_sms times the CTAs one SM holds (from the
-   variant's shared memory and registers); never splits shorter than four KV tiles. */
-static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
+   variant's shared memory and registers); never splits shorter than four KV tiles, never
+   more than max_splits. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v,
+                                int max_splits) {
     const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64;
     int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
     int per_sm = (228 * 1024) / (v->smem + 1024), best_s = 1;
@@ -2143,8 +2219,8 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     if (per_sm < 1)
         per_sm = 1;
     most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
-    if (most > DCPATTN_MAX_MERGE_STATES)
-        most = DCPATTN_MAX_MERGE_STATES;
+    if (most > max_splits)
+        most = max_splits;
     for (s = 1; s <= most; s++) {
         int64_t slots = (int64_t)num_sms * per_sm, tiles = base * s, waves = (tiles + slots - 1) / slots;
         eff[s] = (double)tiles / (double)(waves * slots);
@@ -2175,7 +2251,8 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->rank = d->dcp_rank;
     kp->interleave = d->dcp_interleave;
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
-    if (p->num_splits > 1) {
+    kp->cluster_merge = p->cluster;
+    if (p->num_splits > 1 && !p->cluster) {
         /* partials o fp32 [splits, max_total_q, hq, dv], lse fp32 [splits, max_total_q, hq],
            merged (base 2 in) into out and lse */
         dcpattn_merge_args m;
@@ -2202,7 +2279,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
                                         dcpattn_attn_plan **out) {
     dcpattn_attn_plan *p;
     dcpattn_status s;
-    int group;
+    int group, cluster_ok;
     if (!ctx || !out)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_plan_create: NULL context or out");
     *out = NULL;
@@ -2222,10 +2299,14 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     if (!s) {
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
+        cluster_ok = dcpattn__cluster_merge_ok(ctx, p->attn);
         p->num_splits = p->d.num_splits ? p->d.num_splits
                                          : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
-                                                                p->row_tiles, p->attn);
-        if (p->num_splits > 1) {
+                                                                p->row_tiles, p->attn,
+                                                                cluster_ok ? p->attn->cluster_splits
+                                                                           : DCPATTN_MAX_MERGE_STATES);
+        p->cluster = cluster_ok && p->num_splits > 1 && p->num_splits <= p->attn->cluster_splits;
+        if (p->num_splits > 1 && !p->cluster) {
             char mname[64];
             s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
             if (!s)
@@ -2299,6 +2380,10 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
+    if (plan->cluster)
+        return dcpattn__launch_cluster(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
+                                       (unsigned)plan->row_tiles, (unsigned)plan->num_splits, &kp, stream,
+                                       "attention launch (cluster merge)");
     if (plan->num_splits > 1) {
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);

@@ -391,7 +391,13 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         }
     }
 
-    // ---- epilogue: merge the WARPS_N partial states of each row, write ----
+    // ---- epilogue: merge the partial states of each row, write ----
+    // Each warp leaves its rows' (m, l, O) in shared memory. Without a cluster, the CTA merges
+    // its WARPS_N states per row and writes out (or, split-KV across launches, its partial).
+    // With p.cluster_merge, the num_splits CTAs of one cluster are the splits of the same rows:
+    // each merges a slice of the items over all num_splits x WARPS_N states, reading its
+    // peers' shared memory (distributed shared memory), and writes the final rows; no partial
+    // goes through global memory and no second kernel runs.
     cp_async_wait<0>();
     __syncthreads();  // all warps done with Q and K/V: reuse the space
     l_lo = quad_sum(l_lo);
@@ -415,35 +421,69 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         phi[0] = o[i][2];
         phi[1] = o[i][3];
     }
-    __syncthreads();
+#if DCPATTN_HAS_CLUSTERS
+    const bool in_cluster = p.cluster_merge != 0;
+#else
+    constexpr bool in_cluster = false;
+    if (p.cluster_merge) __trap();  // the host launches clusters only where the arch has them
+#endif
+    if (in_cluster) {
+#if DCPATTN_HAS_CLUSTERS
+        cluster_sync();
+#endif
+    } else {
+        __syncthreads();
+    }
 
-    const bool split_out = p.num_splits > 1;
+    // states [src][w] of row r: src = the cluster's CTAs (or this CTA alone), w = its warp columns
+    const int nsrc = in_cluster ? p.num_splits : 1;
+    const unsigned a_m = smem_u32(sm_m), a_l = smem_u32(sm_l), a_red = smem_u32(red);
+    auto ld1 = [&](int q, unsigned a) {
+#if DCPATTN_HAS_CLUSTERS
+        if (in_cluster) return ld_cluster_f32(cluster_map(a, q));
+#endif
+        return ld_shared_f32(a);
+    };
+    auto ld4 = [&](int q, unsigned a, float (&v)[4]) {
+#if DCPATTN_HAS_CLUSTERS
+        if (in_cluster) return ld_cluster_f4(cluster_map(a, q), v);
+#endif
+        ld_shared_f4(a, v);
+    };
+
+    const bool split_out = p.num_splits > 1 && !in_cluster;
     constexpr int ITEMS = M_TILE * (D / 8);
-    for (int it = tid; it < ITEMS; it += THREADS) {
+    // this CTA's slice of the items: all of them, or 1/num_splits of them in a cluster
+    const int per = (ITEMS + nsrc - 1) / nsrc;
+    const int it_begin = in_cluster ? cta.split * per : 0;
+    const int it_end = min(it_begin + per, ITEMS);
+    for (int it = it_begin + tid; it < it_end; it += THREADS) {
         const int r = it / (D / 8), c = (it % (D / 8)) * 8, R = row0 + r;
         if (R >= nrows) continue;
-        float mw[WARPS_N], mx = neg_inf();
+        float mx = neg_inf();
+        for (int q = 0; q < nsrc; ++q)
 #pragma unroll
-        for (int w = 0; w < WARPS_N; ++w) {
-            mw[w] = sm_m[w * M_TILE + r];
-            mx = fmaxf(mx, mw[w]);
-        }
-        float fac[WARPS_N], lsum = 0.f;
+            for (int w = 0; w < WARPS_N; ++w) mx = fmaxf(mx, ld1(q, a_m + (w * M_TILE + r) * 4));
+        float lsum = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        const unsigned off = ((c ^ ((r & 3) << 3)) + r * D) * 4;
+        for (int q = 0; q < nsrc; ++q)
 #pragma unroll
-        for (int w = 0; w < WARPS_N; ++w) {
-            fac[w] = mw[w] == neg_inf() ? 0.f : fast_exp2(mw[w] - mx);
-            lsum += fac[w] * sm_l[w * M_TILE + r];
-        }
+            for (int w = 0; w < WARPS_N; ++w) {
+                const float mw = ld1(q, a_m + (w * M_TILE + r) * 4);
+                const float f = mw == neg_inf() ? 0.f : fast_exp2(mw - mx);
+                lsum += f * ld1(q, a_l + (w * M_TILE + r) * 4);
+                float x[4], y[4];
+                ld4(q, a_red + w * M_TILE * D * 4 + off, x);
+                ld4(q, a_red + w * M_TILE * D * 4 + off + 16, y);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    acc[e] += f * x[e];
+                    acc[4 + e] += f * y[e];
+                }
+            }
         const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int w = 0; w < WARPS_N; ++w) {
-            const f4 *src = reinterpret_cast<const f4 *>(red + (w * M_TILE + r) * D + (c ^ ((r & 3) << 3)));
-            const f4 x = src[0], y = src[1];
-            const float f = fac[w] * inv;
-            acc[0] += f * x.x; acc[1] += f * x.y; acc[2] += f * x.z; acc[3] += f * x.w;
-            acc[4] += f * y.x; acc[5] += f * y.y; acc[6] += f * y.z; acc[7] += f * y.w;
-        }
+        for (int e = 0; e < 8; ++e) acc[e] *= inv;
         const AttnRowOut out = cta.row_out(kvh * GROUP, R);
         const float lse2 = row_lse2(mx, lsum);
         if (split_out) {
@@ -458,6 +498,9 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             if (c == 0 && p.lse) out.lse(lse2);
         }
     }
+#if DCPATTN_HAS_CLUSTERS
+    if (in_cluster) cluster_sync();  // peers may still read this CTA's shared memory
+#endif
 }
 
 }  // namespace dcpattn

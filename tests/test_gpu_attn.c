@@ -54,6 +54,7 @@ static void case_fail(const char *fmt, ...) {
 
 static uint64_t seed;
 static int quick;
+static int g_major; /* compute capability of device 0 */
 static dcpattn_context *ctx;
 static void *g_ws;        /* grow-only workspace, 256-byte aligned (cudaMalloc) */
 static size_t g_ws_size;
@@ -433,8 +434,10 @@ static void dcp_case(const dcase *c) {
     data_free(&bd);
 }
 
-/* ---------------- graph capture, empty batch, faults ---------------- */
-static void graph_and_fault_tests(void) {
+/* ---------------- graph capture, empty batch, faults ----------------
+   cluster: the 4 splits merge inside thread-block clusters (sm_90+: one launch, no
+   workspace); else DCPATTN_NO_CLUSTER_MERGE=1: partials in the workspace and a merge launch. */
+static void graph_and_fault_tests(int cluster) {
     batch_data bd;
     rank_in ri;
     ref_res rr;
@@ -462,10 +465,13 @@ static void graph_and_fault_tests(void) {
     rank_build(&ri, &bd, 16, 2, 1, 1, 0, 0, &seed);
     memset(&rc, 0, sizeof rc);
     rc.causal = 1;
-    rc.splits = 4; /* > 1: the split merge launch is captured too */
-    describe(desc, sizeof desc, "graph", &bd, &ri, &rc, 4);
+    rc.splits = 4; /* > 1: the split merge (cluster or launch) is captured too */
+    describe(desc, sizeof desc, cluster ? "graph, cluster merge" : "graph, merge kernel", &bd, &ri, &rc, 4);
     snprintf(g_case, sizeof g_case, "%s", desc);
-    if (!plan_ok(plan_for(ctx, &bd, &ri, &rc, &plan), 8, desc)) {
+    if (!cluster) setenv("DCPATTN_NO_CLUSTER_MERGE", "1", 1);
+    s = plan_for(ctx, &bd, &ri, &rc, &plan);
+    unsetenv("DCPATTN_NO_CLUSTER_MERGE");
+    if (!plan_ok(s, 8, desc)) {
         rank_free(&ri);
         data_free(&bd);
         return;
@@ -473,7 +479,10 @@ static void graph_and_fault_tests(void) {
     CHECK(dcpattn_attn_num_splits(plan) == 4, "graph: plan has %d splits, asked for 4", dcpattn_attn_num_splits(plan));
     ws = workspace_for(plan);
     wsz = dcpattn_attn_workspace_size(plan);
-    CHECK(wsz > 0 && ws, "graph: a split plan needs a workspace (%zu bytes)", wsz);
+    if (cluster && g_major >= 9)
+        CHECK(wsz == 0, "graph: a cluster-merge plan needs no workspace (%zu bytes)", wsz);
+    else
+        CHECK(wsz > 0 && ws, "graph: a split plan needs a workspace (%zu bytes)", wsz);
     out_alloc(&o, bd.total_q, bd.hq, bd.d, 0, 1);
     out_alloc(&eager, bd.total_q, bd.hq, bd.d, 0, 1);
     CUDA_OK(cudaStreamCreate(&st));
@@ -544,6 +553,7 @@ static void graph_and_fault_tests(void) {
         for (i = 0; i < sizeof f / sizeof f[0]; i++) {
             dcpattn_attn_args fa = a;
             int untouched;
+            if (f[i].kind <= 1 && wsz == 0) continue; /* no workspace to get wrong */
             out_poison(&o, 0x5a);
             CUDA_OK(cudaDeviceSynchronize());
             if (f[i].kind == 2) fa.q = (const char *)ri.q + 2;
@@ -630,6 +640,7 @@ int main(void) {
            (unsigned long long)seed, quick ? ", quick subset" : "");
     t0 = now_s();
     gpu_use(0);
+    CUDA_OK(cudaDeviceGetAttribute(&g_major, cudaDevAttrComputeCapabilityMajor, 0));
     memset(&cd, 0, sizeof cd);
     if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
         CHECK(0, "context: %s", dcpattn_last_error());
@@ -659,7 +670,8 @@ int main(void) {
         if (!quick || i == 3) dcp_case(&dcp[i]);
     section(NULL);
     section("graph, faults, empty batch");
-    graph_and_fault_tests();
+    graph_and_fault_tests(1);
+    graph_and_fault_tests(0);
     section(NULL);
 
     /* the matrix really met what it is meant to meet */

@@ -9,7 +9,7 @@
 #include "check.h"
 
 typedef struct launch_rec {
-    unsigned grid[3], block, smem;
+    unsigned grid[3], block, smem, cluster[3];
     union {
         dcpattn_attn_kparams attn;
         dcpattn_merge_kparams merge;
@@ -25,8 +25,20 @@ static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsig
     launch_rec *r = &recs[nrecs++ % 4];
     (void)f, (void)by, (void)bz, (void)s, (void)extra;
     r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
+    r->cluster[0] = r->cluster[1] = r->cluster[2] = 0;
     memcpy(&r->p, args[0], f == fake_fn ? sizeof r->p.attn : sizeof r->p.merge);
     return 0;
+}
+/* cuLaunchKernelEx: the same record, plus the cluster dimension attribute */
+static dcpattn__CUresult record_launch_ex(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
+                                          void **extra) {
+    unsigned i;
+    dcpattn__CUresult r = record_launch(f, c->grid_x, c->grid_y, c->grid_z, c->block_x, c->block_y, c->block_z,
+                                        c->shared_bytes, c->stream, args, extra);
+    for (i = 0; i < c->num_attrs; i++)
+        if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            memcpy(recs[(nrecs - 1) % 4].cluster, &c->attrs[i].value.cluster, sizeof recs[0].cluster);
+    return r;
 }
 static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
     (void)s;
@@ -139,6 +151,40 @@ int main(void) {
         CHECK(dcpattn_attn_run(plan, &a, ws, dcpattn_attn_workspace_size(plan) - 1, 0) == DCPATTN_STATUS_WORKSPACE &&
                   nrecs == 0,
               "short workspace");
+    }
+    /* split-KV merged inside thread-block clusters (sm_90, cuLaunchKernelEx present): one
+       launch of the same grid cut into clusters of num_splits CTAs, no workspace, no partials;
+       past 8 splits or with DCPATTN_NO_CLUSTER_MERGE=1, the workspace and the merge kernel */
+    {
+        dcpattn_attn_plan *cp, *big, *off;
+        const launch_rec *r0 = &recs[0];
+        dcpattn__cu.LaunchKernelEx = record_launch_ex;
+        CHECK(dcpattn_attn_plan_create(ctx, &d, &cp) == 0, "cluster plan: %s", dcpattn_last_error());
+        CHECK(dcpattn_attn_workspace_size(cp) == 0 && dcpattn_attn_num_splits(cp) == 5, "cluster plan: workspace %zu",
+              dcpattn_attn_workspace_size(cp));
+        nrecs = 0;
+        CHECK(dcpattn_attn_run(cp, &a, NULL, 0, 0) == 0, "cluster run: %s", dcpattn_last_error());
+        CHECK(nrecs == 1 && r0->cluster[0] == 5 && r0->cluster[1] == 1 && r0->cluster[2] == 1, "%d launches, cluster %u",
+              nrecs, r0->cluster[0]);
+        CHECK(r0->grid[0] == 15 && r0->grid[1] == 8 && r0->grid[2] == (unsigned)cp->row_tiles &&
+                  r0->block == (unsigned)cp->attn->threads && r0->smem == (unsigned)cp->attn->smem,
+              "cluster grid %u %u %u", r0->grid[0], r0->grid[1], r0->grid[2]);
+        CHECK(r0->p.attn.cluster_merge == 1 && r0->p.attn.num_splits == 5 && !r0->p.attn.o_part &&
+                  !r0->p.attn.lse_part && r0->p.attn.out == a.out && r0->p.attn.lse == a.lse,
+              "cluster parameters");
+        d.num_splits = 12;
+        CHECK(dcpattn_attn_plan_create(ctx, &d, &big) == 0, "12-split plan: %s", dcpattn_last_error());
+        CHECK(dcpattn_attn_workspace_size(big) > 0 && !big->kp.cluster_merge, "12 splits: workspace and merge kernel");
+        d.num_splits = 5;
+        setenv("DCPATTN_NO_CLUSTER_MERGE", "1", 1);
+        CHECK(dcpattn_attn_plan_create(ctx, &d, &off) == 0, "plan: %s", dcpattn_last_error());
+        unsetenv("DCPATTN_NO_CLUSTER_MERGE");
+        CHECK(dcpattn_attn_workspace_size(off) == dcpattn_attn_workspace_size(plan) && !off->kp.cluster_merge,
+              "DCPATTN_NO_CLUSTER_MERGE=1: workspace and merge kernel");
+        dcpattn_attn_plan_destroy(cp);
+        dcpattn_attn_plan_destroy(big);
+        dcpattn_attn_plan_destroy(off);
+        dcpattn__cu.LaunchKernelEx = NULL;
     }
     /* loading many more variants grows the function table: the plan's variants must stay
        where they were (each is its own allocation) */

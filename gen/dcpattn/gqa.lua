@@ -44,6 +44,9 @@ local function stages_for(m, d)
     if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
     return 2
 end
+-- Most split-KV CTAs of one row tile that the kernel merges inside a thread-block cluster
+-- through distributed shared memory (sm_90+; the portable cluster size limit).
+local CLUSTER_SPLITS = 8
 local MAX_GROUP = 64  -- query heads per KV head
 local DTYPES = { "bf16", "fp16" }
 
@@ -119,7 +122,8 @@ function M.bindings(spec, name)
 end
 
 function M.meta(spec)
-    return util.attn_meta(spec, traits(spec), { head_dim = spec.head_dim, group = spec.group })
+    return util.attn_meta(spec, traits(spec),
+        { head_dim = spec.head_dim, group = spec.group, cluster_splits = CLUSTER_SPLITS })
 end
 
 function M.defaults()
