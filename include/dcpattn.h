@@ -293,6 +293,8 @@ DCPATTN_API dcpattn_status dcpattn_attn_args_validate(const dcpattn_attn_desc *d
 DCPATTN_API dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
                                                     dcpattn_attn_plan **out);
 DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
+/* Device workspace a run needs (256-byte aligned); 0 without splits, and 0 where the split-KV
+   partials are merged inside thread-block clusters (sm_90+, at most 8 splits, GQA). */
 DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
