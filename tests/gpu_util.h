@@ -8,7 +8,9 @@
    CUDA_OK(x), DC_OK(x)   a failing call prints file:line, the call and the error, then
                           calls GPU_UTIL_FAIL(fmt, ...): define it before including this
                           header to route failures elsewhere (a rank prefix, a summary line, a
-                          fatal JSON record); the default prints and exits with status 1. */
+                          fatal JSON record); the default prints and exits with status 1;
+                          GPU_UTIL_CASE_FAIL defined: the test programs' case_fail (above the
+                          summary line, the case in g_case). */
 #ifndef DCPATTN_TEST_GPU_UTIL_H
 #define DCPATTN_TEST_GPU_UTIL_H
 
@@ -27,6 +29,25 @@
 #else
 #define GPU_FN static
 #define GPU_PRINTF_
+#endif
+
+#ifdef GPU_UTIL_CASE_FAIL
+/* For the test programs (check.h included first): a CUDA error (an illegal address in a
+   kernel is sticky) ends the run; it names the case that was running (g_case) and still
+   prints the summary line. */
+static char g_case[1280];
+GPU_FN void case_fail(const char *fmt, ...) GPU_PRINTF_;
+GPU_FN void case_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n  while running: %s\n", g_case);
+    check_failed_++;
+    check_summary();
+    exit(1);
+}
+#define GPU_UTIL_FAIL case_fail
 #endif
 
 #ifndef GPU_UTIL_FAIL

@@ -33,20 +33,7 @@
 #include "check.h"
 #include "ref.h"
 
-/* A CUDA error (an illegal address in a kernel is sticky) ends the run: it names the case
-   that was running and still prints the summary line. */
-static char g_case[1280];
-static void case_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n  while running: %s\n", g_case);
-    check_failed_++;
-    check_summary();
-    exit(1);
-}
-#define GPU_UTIL_FAIL case_fail
+#define GPU_UTIL_CASE_FAIL
 #define GPU_UTIL_ATTN /* the attention harness of gpu_util.h */
 #include "gpu_util.h"
 

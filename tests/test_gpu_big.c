@@ -26,18 +26,7 @@
 #include "check.h"
 #include "ref.h"
 
-static char g_case[1024];
-static void case_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n  while running: %s\n", g_case);
-    check_failed_++;
-    check_summary();
-    exit(1);
-}
-#define GPU_UTIL_FAIL case_fail
+#define GPU_UTIL_CASE_FAIL
 #define GPU_UTIL_ATTN
 #include "gpu_util.h"
 
