@@ -2166,6 +2166,12 @@ static void dcpattn__setint(lua_State *L, const char *k, lua_Integer v) {
     lua_setfield(L, -2, k);
 }
 
+/* The context's arch as 10 * major + minor ("sm_90a" -> 90); 0 if it does not parse. */
+static int dcpattn__arch_num(const dcpattn_context *ctx) {
+    int arch = 0;
+    return sscanf(ctx->arch, "sm_%d", &arch) == 1 ? arch : 0;
+}
+
 static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_attn_desc *d, char *buf, size_t n) {
     lua_State *L = ctx->L;
     dcpattn__lua_fn(ctx, "select_attn");
@@ -2181,6 +2187,7 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
     dcpattn__setint(L, "max_total_q", d->max_total_q);
     dcpattn__setint(L, "max_batch", d->max_batch);
     dcpattn__setint(L, "max_seqlen_k", d->max_seqlen_k);
+    dcpattn__setint(L, "arch", dcpattn__arch_num(ctx));
     DCPATTN__TRY(dcpattn__lua_pcall(ctx, 1, 2));
     if (!lua_isstring(L, -2)) {
         dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
@@ -2196,12 +2203,9 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
    its kernel supports it, the arch has clusters (sm_90+), the driver has cuLaunchKernelEx
    and DCPATTN_NO_CLUSTER_MERGE is not set. */
 static int dcpattn__cluster_merge_ok(const dcpattn_context *ctx, const dcpattn__variant *v) {
-    int arch = 0;
     if (v->cluster_splits < 2 || !dcpattn__cu.LaunchKernelEx || dcpattn__env_int("DCPATTN_NO_CLUSTER_MERGE", 0))
         return 0;
-    if (sscanf(ctx->arch, "sm_%d", &arch) != 1)
-        return 0;
-    return arch >= 90;
+    return dcpattn__arch_num(ctx) >= 90;
 }
 
 /* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is

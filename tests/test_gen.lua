@@ -258,6 +258,11 @@ do
         { { dtype = "fp16", dqk = 256, dv = 256 }, "gqa_fp16_d256_g8_m16" },
         { { dv = 0 }, "gqa_bf16_d128_g8_m16" },
         { { max_q_len = 0, page_size = 0, max_total_q = 0 }, "gqa_bf16_d128_g8_m16" },
+        -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
+        { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
+        { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
+        { { arch = 80, max_q_len = 4 }, "gqa_bf16_d128_g8_m32" },
+        { { arch = 90, max_q_len = 3, dqk = 64, dv = 64 }, "gqa_bf16_d64_g8_m32" },
     }
     for _, c in ipairs(cases) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -272,6 +277,7 @@ do
         { { hq = 128, hkv = 1 }, "group" },
         { { page_size = 512 }, "page_size" },
         { { max_q_len = -1 }, "max_q_len" },
+        { { arch = -90 }, "arch" },
         { { dtype = "fp32" }, "unknown dtype 'fp32'" },
         { { heads = 4 }, "unknown descriptor field 'heads'" },
     }

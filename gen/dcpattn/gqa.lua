@@ -40,6 +40,10 @@ local HEAD_DIMS = {
 -- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
 -- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack.
 local function wgmma_path(m, d) return m == 64 and d == 128 end
+-- Query rows from which the wgmma tile serves a KV head on sm_90+ even when a smaller
+-- mma.sync tile would hold them (measured on the H200: G1 at q_len 4, 32 rows, see
+-- examples/BENCH_NOTES.md).
+local WGMMA_FROM_ROWS = 17
 local function stages_for(m, d)
     if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
     return 2
@@ -61,8 +65,10 @@ M.head_dims = util.sorted_numbers(HEAD_DIMS)
 M.m_tiles = util.sorted_numbers(M_TILES)
 M.max_group = MAX_GROUP
 
--- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles).
-function M.m_tile_for(rows)
+-- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles);
+-- on sm_90+ (`arch` >= 90) the wgmma tile from WGMMA_FROM_ROWS rows on, where it exists.
+function M.m_tile_for(rows, head_dim, arch)
+    if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim) then return 64 end
     local best, largest
     for m in pairs(M_TILES) do
         if m >= rows and (not best or m < best) then best = m end

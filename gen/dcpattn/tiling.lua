@@ -14,7 +14,7 @@ M.DEFAULT_WHERE = "desc:1"
 
 local FIELDS = {
     dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
-    max_q_len = true, max_total_q = true, max_batch = true, max_seqlen_k = true,
+    max_q_len = true, max_total_q = true, max_batch = true, max_seqlen_k = true, arch = true,
 }
 
 -- desc.<key> as an integer >= lo; `default` when nil or 0 and a default exists.
@@ -29,7 +29,8 @@ local function field(desc, key, lo, default)
 end
 
 -- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16", hq, hkv, dqk, dv,
--- page_size, max_q_len, max_total_q, max_batch, max_seqlen_k }, or nil, err.
+-- page_size, max_q_len, max_total_q, max_batch, max_seqlen_k [, arch] }, or nil, err.
+-- arch: the compute capability as 10 * major + minor (90 for sm_90a); 0 or absent: any.
 function M.attn(desc, where)
     where = where or M.DEFAULT_WHERE
     if type(desc) ~= "table" then
@@ -42,6 +43,7 @@ function M.attn(desc, where)
     local checks = {
         { "hq", 1 }, { "hkv", 1 }, { "dqk", 1 }, { "dv", 1, "dqk" }, { "page_size", 1, 16 },
         { "max_q_len", 1, 1 }, { "max_batch", 0, 0 }, { "max_total_q", 0, 0 }, { "max_seqlen_k", 0, 0 },
+        { "arch", 0, 0 },
     }
     for _, c in ipairs(checks) do
         local default = c[3]
@@ -81,7 +83,7 @@ function M.attn(desc, where)
         dtype = desc.dtype == nil and "bf16" or desc.dtype,
         head_dim = v.dqk,
         group = group,
-        m_tile = gqa.m_tile_for(rows),
+        m_tile = gqa.m_tile_for(rows, v.dqk, v.arch),
     }, where)
 end
 
