@@ -77,19 +77,24 @@ __device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
 
 // ---- shared memory by address; thread-block clusters (sm_90: distributed shared memory) ----
 
-__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void ld_shared_f4(unsigned addr, float (&v)[4]) {
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-                 : "r"(addr)
-                 : "memory");
-}
+// 4- and 16-byte fp32 loads by shared address: ld_shared_* from this CTA, ld_cluster_* from
+// a shared::cluster address (cluster_map below).
+#define DCPATTN_LD_SHARED(NAME, SPACE)                                                                    \
+    __device__ __forceinline__ float ld_##NAME##_f32(unsigned addr) {                                      \
+        float v;                                                                                         \
+        asm volatile("ld." SPACE ".f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");                     \
+        return v;                                                                                        \
+    }                                                                                                    \
+    __device__ __forceinline__ void ld_##NAME##_f4(unsigned addr, float (&v)[4]) {                         \
+        asm volatile("ld." SPACE ".v4.f32 {%0, %1, %2, %3}, [%4];\n"                                       \
+                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])                                    \
+                     : "r"(addr)                                                                         \
+                     : "memory");                                                                        \
+    }
+DCPATTN_LD_SHARED(shared, "shared")
 #if __CUDA_ARCH__ >= 900
 #define DCPATTN_HAS_CLUSTERS 1
+DCPATTN_LD_SHARED(cluster, "shared::cluster")
 // Every thread of every CTA of the cluster: shared-memory writes before it are visible to
 // the cluster's reads after it.
 __device__ __forceinline__ void cluster_sync() {
@@ -101,20 +106,10 @@ __device__ __forceinline__ unsigned cluster_map(unsigned addr, unsigned rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
     return r;
 }
-__device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void ld_cluster_f4(unsigned addr, float (&v)[4]) {
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-                 : "r"(addr)
-                 : "memory");
-}
 #else
 #define DCPATTN_HAS_CLUSTERS 0
 #endif
+#undef DCPATTN_LD_SHARED
 
 // ---- ldmatrix, mbarriers, wgmma bookkeeping ----
 
