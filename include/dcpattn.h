@@ -90,8 +90,9 @@
      DCPATTN_NO_JIT=1   a cache miss becomes DCPATTN_STATUS_NOT_COMPILED.
      DCPATTN_NO_CLUSTER_MERGE=1  split-KV partials always go through the workspace and a
                         merge kernel (by default, on sm_90 and newer, GQA plans of up to 8
-                        splits merge them inside a thread-block cluster: one launch, no
-                        workspace). Read when a plan is created.
+                        splits whose grid has at most one CTA per SM merge them inside a
+                        thread-block cluster: one launch, no workspace). Read when a plan
+                        is created.
      DCPATTN_CUDA_LIBRARY, DCPATTN_NVRTC_LIBRARY, DCPATTN_NCCL_LIBRARY
                         explicit paths of the libraries opened with dlopen.
      DCPATTN_LOG_LEVEL  0 silent (default), 1 warnings, 2 info (each compile), 3 debug;
@@ -294,7 +295,8 @@ DCPATTN_API dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const 
                                                     dcpattn_attn_plan **out);
 DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
 /* Device workspace a run needs (256-byte aligned); 0 without splits, and 0 where the split-KV
-   partials are merged inside thread-block clusters (sm_90+, at most 8 splits, GQA). */
+   partials are merged inside thread-block clusters (sm_90+, GQA, at most 8 splits and at
+   most one CTA per SM). */
 DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
@@ -2308,10 +2310,15 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         cluster_ok = dcpattn__cluster_merge_ok(ctx, p->attn);
         p->num_splits = p->d.num_splits ? p->d.num_splits
                                          : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
-                                                                p->row_tiles, p->attn,
-                                                                cluster_ok ? p->attn->cluster_splits
-                                                                           : DCPATTN_MAX_MERGE_STATES);
-        p->cluster = cluster_ok && p->num_splits > 1 && p->num_splits <= p->attn->cluster_splits;
+                                                                p->row_tiles, p->attn, DCPATTN_MAX_MERGE_STATES);
+        /* Clusters only for grids of at most one CTA per SM: there the second launch is a
+           large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
+           3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
+           cost more than the merge kernel (G2, 256 CTAs in clusters of 4: 75 % of the read
+           ceiling against 95 %). */
+        p->cluster = cluster_ok && p->num_splits > 1 && p->num_splits <= p->attn->cluster_splits &&
+                     (int64_t)p->d.max_batch * p->d.num_kv_heads * p->row_tiles * p->num_splits <=
+                         (p->d.num_sms ? p->d.num_sms : ctx->num_sms);
         if (p->num_splits > 1 && !p->cluster) {
             char mname[64];
             s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);

@@ -14,7 +14,8 @@
 // the merge of their states.
 //
 // LAUNCH CONTRACT: exactly the merge's (merge.cuh): THREADS threads, one 16-byte input vector
-// of one (row, head) per item, kMergeItems items per thread, rows >= *rows_limit untouched.
+// of one (row, head) per item, ITEMS items per thread (gen/dcpattn/combine.lua), rows >=
+// *rows_limit untouched.
 #pragma once
 
 namespace dcpattn {

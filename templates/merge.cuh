@@ -1,27 +1,29 @@
 // merge.cuh — exact N-way merge of partial attention states (DESIGN.md 3.5).
 //
-// LAUNCH CONTRACT (the host computes exactly this):
+// LAUNCH CONTRACT (the host computes exactly this; ITEMS = kMergeItems below, 1):
 //     block   = THREADS threads (256), dynamic shared memory 0, grid.y = grid.z = 1
-//     VPR     = head_dim * sizeof(IN_T) / 16              (16-byte input vectors per row-head)
-//     grid.x  = ceil(rows * heads * VPR / (THREADS * 2))  (64-bit arithmetic; 0 work -> no launch)
-// (2 = kMergeItems below.) The flat vector index runs over [rows][heads][VPR]; block b owns
-// indices [b * THREADS * 2, (b + 1) * THREADS * 2) and thread i of it the two indices
-// b * THREADS * 2 + k * THREADS + i (k = 0, 1). One index is one 16-byte vector of one
+//     VPR     = head_dim * sizeof(IN_T) / 16                  (16-byte input vectors per row-head)
+//     grid.x  = ceil(rows * heads * VPR / (THREADS * ITEMS))  (64-bit arithmetic; 0 work -> no launch)
+// The flat vector index runs over [rows][heads][VPR]; block b owns indices
+// [b * THREADS * ITEMS, (b + 1) * THREADS * ITEMS) and thread i of it the indices
+// b * THREADS * ITEMS + k * THREADS + i (k < ITEMS). One index is one 16-byte vector of one
 // (row, head) of every input state: VEC = 16 / sizeof(IN_T) channels. So any head_dim that is
 // a multiple of VEC works (8 or 24 for fp32, 96 or 192 for bf16, ... no upper limit) and a
 // warp may straddle row-heads. rows is an upper bound: rows >= *rows_limit are not touched.
 //
-// Per vector: the states are taken kMergeUnroll (4) at a time; the group's LSE loads are
-// issued together (same address across the threads of a row-head: one broadcast
-// transaction), then its o loads, all in flight at once, predicated off for empty states
-// (non-finite LSE: their o is never read) and for states whose weight underflows to 0. Each
-// group is folded into a running (max, sum, acc) in fp32 (online softmax in base 2), so any
-// num_states up to 64 works with no shared memory. When num_states <= kMergeUnroll the LSE
-// loads of a thread's second vector are issued before the o loads of its first (software
-// pipeline: the LSE latency is hidden). The loads are predicated inside the instruction so a
-// group stays one basic block; merge_inst.cu's __launch_bounds__(THREADS, 4) (<= 64
-// registers) is what lets ptxas keep a group's loads in flight together (without a minimum
-// it interleaves them with the FMAs).
+// Per vector: the states are taken kMergeUnroll (4) at a time; a group's LSE loads (same
+// address across the threads of a row-head: one broadcast transaction) and its o loads are
+// issued together, all in flight at once, and the o loads do not wait for the LSE: the o of
+// an empty state (non-finite LSE) or of one whose weight underflows is read but never used
+// (its term is skipped, so NaN or garbage there cannot leak into the result). With more
+// states than one group, the next group's loads are issued before the current group is
+// folded (software pipeline). Each group is folded into a running (max, sum, acc) in fp32
+// (online softmax in base 2), so any num_states up to 64 works with no shared memory. The
+// loads are predicated inside the instruction so a group stays one basic block;
+// merge_inst.cu's __launch_bounds__(THREADS, 4) (<= 64 registers) is what lets ptxas keep a
+// group's loads in flight together (without a minimum it interleaves them with the FMAs).
+// Measured on the H200 (R1/R2 of DESIGN.md 9, examples/BENCH_NOTES.md): issuing the o loads
+// with the LSE loads gained 2-3 % over waiting for the weights; one vector per thread beat two.
 //
 // Output: VEC channels of OUT_T — one 16-byte store when sizeof(OUT_T) == sizeof(IN_T), two
 // when a 16-bit input is written as fp32, one 8-byte store for fp32 input written as 16-bit.
@@ -33,10 +35,10 @@
 
 namespace dcpattn {
 
-// Tuned on an H200 (R1/R2 of DESIGN.md 9): 4 states per load group, 2 vectors per thread.
-// kMergeItems is part of the launch contract above.
+// Tuned on an H200 (R1/R2 of DESIGN.md 9): 4 states per load group, 1 vector per thread.
+// kMergeItems is part of the launch contract above (gen/dcpattn/merge.lua binds ITEMS to it).
 constexpr int kMergeUnroll = 4;
-constexpr int kMergeItems = 2;
+constexpr int kMergeItems = 1;
 namespace merge_detail {
 
 // 16 bytes of IN_T -> VEC floats.
@@ -158,26 +160,36 @@ __device__ __forceinline__ void load_lse(const dcpattn_merge_kparams &p, const i
     }
 }
 
-// Fold states c .. c+U-1 (LSE in l) into the running (m, s, acc).
+// LSE and o of states c .. c+U-1 (absent ones: -inf and zeros, memory not touched), all
+// issued together, no branch.
+template <class IN_T, int U>
+__device__ __forceinline__ void load_group(const dcpattn_merge_kparams &p, const item &it, int c, float *l, u32x4 *r) {
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+        const bool present = it.ok && c + i < p.n;
+        l[i] = ld_f32_if(p.lse[c + i] + it.lse_off, present);
+        r[i] = ld_stream16_if(static_cast<const IN_T *>(p.o[c + i]) + it.o_off, present);
+    }
+}
+
+// Fold a loaded group (raw LSE in lraw, o vectors in r) into the running (m, s, acc).
 template <class IN_T, int U, int VEC>
-__device__ __forceinline__ void fold(const dcpattn_merge_kparams &p, const item &it, int c, const float *l, float sc,
-                                     float &m, float &s, float *acc) {
-    float cm = m;
+__device__ __forceinline__ void fold(const float *lraw, const u32x4 *r, float sc, float &m, float &s, float *acc) {
+    float l[U], cm = m;
 #pragma unroll
-    for (int i = 0; i < U; ++i) cm = fmaxf(cm, l[i]);
-    if (!is_finite(cm)) return;  // nothing non-empty yet (cm is -inf)
-    float w[U];
+    for (int i = 0; i < U; ++i) {
+        l[i] = is_finite(lraw[i]) ? lraw[i] : neg_inf();  // empty state
+        cm = fmaxf(cm, l[i]);
+    }
+    const float mu = is_finite(cm) ? cm : 0.0f;  // nothing non-empty yet: every weight is 0
+    float w[U], ws = 0.0f;
 #pragma unroll
-    for (int i = 0; i < U; ++i) w[i] = fast_exp2((l[i] - cm) * sc);  // empty: 2^-inf = 0
-    u32x4 r[U];
-#pragma unroll
-    for (int i = 0; i < U; ++i)  // empty (or negligible) states are never read
-        r[i] = ld_stream16_if(static_cast<const IN_T *>(p.o[c + i]) + it.o_off, w[i] != 0.0f);
-    const float alpha = fast_exp2((m - cm) * sc);  // m = -inf on the first group: 0
+    for (int i = 0; i < U; ++i) {
+        w[i] = fast_exp2((l[i] - mu) * sc);  // empty: 2^-inf = 0
+        ws += w[i];
+    }
+    const float alpha = fast_exp2((m - mu) * sc);  // m = -inf before the first non-empty state: 0
     m = cm;
-    float ws = 0.0f;
-#pragma unroll
-    for (int i = 0; i < U; ++i) ws += w[i];
     s = fmaf(s, alpha, ws);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) acc[j] *= alpha;
@@ -186,7 +198,7 @@ __device__ __forceinline__ void fold(const dcpattn_merge_kparams &p, const item 
         float f[VEC];
         vec_traits<IN_T>::unpack(r[i], f);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] = fmaf(w[i], f[j], acc[j]);
+        for (int j = 0; j < VEC; ++j) acc[j] = w[i] != 0.0f ? fmaf(w[i], f[j], acc[j]) : acc[j];
     }
 }
 
@@ -211,8 +223,7 @@ __device__ __forceinline__ void finish(const dcpattn_merge_kparams &p, const ite
 }  // namespace merge_detail
 
 // See the contract at the top of this file. Each thread merges ITEMS vectors, THREADS apart;
-// UNROLL states have their loads in flight together. When num_states <= UNROLL the LSE loads
-// of the next vector are issued before the current vector's o loads (software pipeline).
+// UNROLL states have their loads in flight together.
 template <class IN_T, class OUT_T, int THREADS, int UNROLL = kMergeUnroll, int ITEMS = kMergeItems>
 __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     using namespace merge_detail;
@@ -222,37 +233,45 @@ __device__ __forceinline__ void merge_states(const dcpattn_merge_kparams &p) {
     const float sc = blk.sc;
     const int n = p.n;
 
-    if (n <= U) {
+    if (n <= U) {  // one group: every load of every vector in flight at once
         item its[ITEMS];
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) its[k] = blk.at(p, k);
-        float lcur[U], lnxt[U];
-        load_lse<U>(p, its[0], 0, lcur);
+        float l[ITEMS][U];
+        u32x4 r[ITEMS][U];
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
-            if (k + 1 < ITEMS) load_lse<U>(p, its[k + 1], 0, lnxt);
+            its[k] = blk.at(p, k);
+            load_group<IN_T, U>(p, its[k], 0, l[k], r[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
             float m = neg_inf(), s = 0.0f, acc[VEC];
 #pragma unroll
             for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
-            fold<IN_T, U, VEC>(p, its[k], 0, lcur, sc, m, s, acc);
+            fold<IN_T, U, VEC>(l[k], r[k], sc, m, s, acc);
             if (its[k].ok) finish<OUT_T, VEC>(p, its[k], m, s, acc);
-#pragma unroll
-            for (int i = 0; i < U; ++i) lcur[i] = lnxt[i];
         }
     } else {
 #pragma unroll 1
         for (int k = 0; k < ITEMS; ++k) {
             const item it = blk.at(p, k);
-            if (!it.ok) continue;
             float m = neg_inf(), s = 0.0f, acc[VEC];
 #pragma unroll
             for (int j = 0; j < VEC; ++j) acc[j] = 0.0f;
+            float l[U];
+            u32x4 r[U];
+            load_group<IN_T, U>(p, it, 0, l, r);
             for (int c = 0; c < n; c += U) {
-                float l[U];
-                load_lse<U>(p, it, c, l);
-                fold<IN_T, U, VEC>(p, it, c, l, sc, m, s, acc);
+                float l2[U];
+                u32x4 r2[U];
+                load_group<IN_T, U>(p, it, c + U, l2, r2);  // past the last state: predicated off
+                fold<IN_T, U, VEC>(l, r, sc, m, s, acc);
+#pragma unroll
+                for (int i = 0; i < U; ++i) {
+                    l[i] = l2[i];
+                    r[i] = r2[i];
+                }
             }
-            finish<OUT_T, VEC>(p, it, m, s, acc);
+            if (it.ok) finish<OUT_T, VEC>(p, it, m, s, acc);
         }
     }
 }

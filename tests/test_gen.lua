@@ -401,9 +401,9 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
     if check(src, "merge render: %s", tostring(meta)) then
-        check(find(src, "\nmerge_fp32_bf16 float dcpattn::bf16 256 2\n", 1, true), "merge bindings")
+        check(find(src, "\nmerge_fp32_bf16 float dcpattn::bf16 256 1\n", 1, true), "merge bindings")
         check(meta.kernel == "merge_fp32_bf16" and meta.family == "merge" and meta.threads == 256
-            and meta.items == 2 and meta.smem == 0 and meta.template == "templates/merge_inst.cu", "merge meta")
+            and meta.items == 1 and meta.smem == 0 and meta.template == "templates/merge_inst.cu", "merge meta")
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then

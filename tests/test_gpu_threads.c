@@ -345,6 +345,8 @@ static void cold_jit_part(const char *part, int shared) {
     memset(&log, 0, sizeof log);
     pthread_mutex_init(&log.lock, NULL);
     setenv("DCPATTN_CACHE_DIR", dir, 1); /* read when a context is created; no thread runs yet */
+    /* the split plans take the merge kernel (not a cluster merge), so it is compiled too */
+    setenv("DCPATTN_NO_CLUSTER_MERGE", "1", 1);
     memset(&cd, 0, sizeof cd);
     cd.aot_dir = ""; /* no AOT: everything comes from this cold directory or NVRTC */
     cd.log_level = DCPATTN_LOG_INFO;
@@ -370,6 +372,7 @@ static void cold_jit_part(const char *part, int shared) {
         jobs_free(jobs, JIT_THREADS);
         if (ctx) dcpattn_context_destroy(ctx);
     }
+    unsetenv("DCPATTN_NO_CLUSTER_MERGE");
     if (saved) {
         setenv("DCPATTN_CACHE_DIR", saved, 1);
         free(saved);

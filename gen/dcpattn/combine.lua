@@ -10,7 +10,7 @@ return util.dtype_pair_family {
     template = "templates/combine_inst.cu",
     dtypes = { "bf16", "fp16", "fp32" },
     threads = 256,
-    items = 2, -- as merge: 16-byte vectors per thread; the host's grid divides by THREADS * ITEMS
+    items = 2, -- 16-byte vectors per thread; the host's grid divides by THREADS * ITEMS
     -- The AOT set: reduce in the input type (vLLM's way, half the bytes) or in fp32.
     defaults = {
         { "bf16", "bf16" }, { "fp16", "fp16" }, { "fp32", "fp32" },

@@ -7,7 +7,7 @@ return util.dtype_pair_family {
     template = "templates/merge_inst.cu",
     dtypes = { "bf16", "fp16", "fp32" },
     threads = 256,
-    items = 2, -- 16-byte vectors per thread; the host's grid divides by THREADS * ITEMS
+    items = 1, -- 16-byte vectors per thread (templates/merge.cuh kMergeItems); the grid divides by THREADS * ITEMS
     -- The AOT set: same-type merges and the fp32 partials of split-KV attention.
     defaults = {
         { "bf16", "bf16" }, { "fp16", "fp16" }, { "fp32", "fp32" },
