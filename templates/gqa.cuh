@@ -392,16 +392,50 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     }
 
     // ---- epilogue: merge the partial states of each row, write ----
-    // Each warp leaves its rows' (m, l, O) in shared memory. Without a cluster, the CTA merges
+    // The wgmma path (one warp column) without a cluster: each thread writes its rows' fragments.
+    // Else each warp leaves its rows' (m, l, O) in shared memory. Without a cluster, the CTA merges
     // its WARPS_N states per row and writes out (or, split-KV across launches, its partial).
     // With p.cluster_merge, the num_splits CTAs of one cluster are the splits of the same rows:
     // each merges a slice of the items over all num_splits x WARPS_N states, reading its
     // peers' shared memory (distributed shared memory), and writes the final rows; no partial
     // goes through global memory and no second kernel runs.
     cp_async_wait<0>();
-    __syncthreads();  // all warps done with Q and K/V: reuse the space
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
+#if DCPATTN_HAS_CLUSTERS
+    const bool in_cluster = p.cluster_merge != 0;
+#else
+    constexpr bool in_cluster = false;
+    if (p.cluster_merge) __trap();  // the host launches clusters only where the arch has them
+#endif
+    const bool split_out = p.num_splits > 1 && !in_cluster;
+    if (Tr::WG && !in_cluster) {
+        // each row's whole state is in one warp: normalize and write from registers
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int R = row0 + (half ? r_hi : r_lo);
+            if (R >= nrows) continue;
+            const float l = half ? l_hi : l_lo, inv = l > 0.f ? 1.f / l : 0.f;
+            const float lse2 = row_lse2(half ? m_hi : m_lo, l);
+            const AttnRowOut out = cta.row_out(kvh * GROUP, R);
+            if (split_out) {
+                const long long prow = out.part(cta.split);
+                float *dst = p.o_part + prow * D + 2 * q4;
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    st8(dst + 8 * i, __float_as_uint(o[i][2 * half] * inv), __float_as_uint(o[i][2 * half + 1] * inv));
+                if (q4 == 0) p.lse_part[prow] = lse2;
+            } else {
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    *reinterpret_cast<unsigned *>(out.out(8 * i + 2 * q4)) =
+                        pack2<T>(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
+                if (q4 == 0 && p.lse) out.lse(lse2);
+            }
+        }
+        return;
+    }
+    __syncthreads();  // all warps done with Q and K/V: reuse the space
     float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
     float *sm_l = sm_m + WARPS_N * M_TILE;
     float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
@@ -421,12 +455,6 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         phi[0] = o[i][2];
         phi[1] = o[i][3];
     }
-#if DCPATTN_HAS_CLUSTERS
-    const bool in_cluster = p.cluster_merge != 0;
-#else
-    constexpr bool in_cluster = false;
-    if (p.cluster_merge) __trap();  // the host launches clusters only where the arch has them
-#endif
     if (in_cluster) {
 #if DCPATTN_HAS_CLUSTERS
         cluster_sync();
@@ -451,7 +479,6 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         ld_shared_f4(a, v);
     };
 
-    const bool split_out = p.num_splits > 1 && !in_cluster;
     constexpr int ITEMS = M_TILE * (D / 8);
     // this CTA's slice of the items: all of them, or 1/num_splits of them in a cluster
     const int per = (ITEMS + nsrc - 1) / nsrc;
