@@ -13,11 +13,18 @@
 //     waits for its own copies, fences them into the async proxy and arrives on the stage's
 //     `full` mbarrier. Two stages; the consumers free a stage through its `empty` mbarrier.
 //   consumers: warpgroup w computes S = Q K^T for the 64 rows x keys [32w, 32w+32) of the
-//     tile (wgmma m64n32k16, Q and K from shared memory, 36 k-steps), the two warpgroups
-//     exchange row maxima through shared memory (one named barrier), each turns its S into
-//     bf16/fp16 P fragments, they swap fragments (second named barrier), and warpgroup w
-//     accumulates O[:, 256w : 256w+256] += P (registers) x V (wgmma m64n256k16, V the
-//     transposed view of the same K tile). Each consumer thread holds 128 fp32 of O.
+//     tile (wgmma m64n32k16, 36 k-steps; K from shared memory, Q from shared memory except
+//     the last Q_REG_STEPS k-steps, whose Q fragments stay in registers for the whole CTA to
+//     spare shared-memory bandwidth). Each turns its S into bf16/fp16 P fragments against the
+//     running row max m ("lazy max": as long as no row of the tile tops m by more than
+//     MAX_SLACK, P <= 2^MAX_SLACK and neither m nor O changes), writes them to shared memory,
+//     and one named barrier (bar.red.or) both publishes them and tells whether any row of the
+//     CTA topped m; only then (the first tile, rare later) do the warpgroups exchange row
+//     maxima, take P again against the new max and rescale O (one more barrier). Warpgroup
+//     w then accumulates O[:, 256w : 256w+256] += P (registers) x V (wgmma m64n256k16, V the
+//     transposed view of the same K tile). Each consumer thread holds 128 fp32 of O. Two
+//     more named barriers (2, 3) let a warpgroup overwrite its P words only after the other
+//     has read them.
 //
 // Shared layout: Q tile, then the K stages, each a 128-byte-swizzled K-major tile: nine
 // column blocks of 64 channels, each 64 rows x 128 B, the 16-byte chunk c of row r stored at
@@ -41,6 +48,8 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
+    static constexpr int Q_REG_STEPS = 10;   // k16 steps of QK^T whose Q operand stays in registers
+    static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
     static constexpr int BLOCK_BYTES = 64 * 128;             // one 64-channel column block
     static constexpr int TILE_BYTES = (DQK / 64) * BLOCK_BYTES;  // 73728
@@ -61,8 +70,76 @@ namespace mla_detail {
 
 // The two consumer warpgroups only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+// consumer_sync that also returns whether any consumer thread passed true.
+__device__ __forceinline__ bool consumer_sync_or(bool x) {
+    unsigned r;
+    asm volatile("{\n.reg .pred pi, po;\nsetp.ne.u32 pi, %1, 0;\nbar.red.or.pred po, 1, 256, pi;\nselp.u32 %0, 1, 0, po;\n}\n"
+                 : "=r"(r)
+                 : "r"((unsigned)x)
+                 : "memory");
+    return r != 0;
+}
+// One-way signal between the consumer warpgroups: barrier 2 + w is arrived at by the other
+// warpgroup (128 threads) and waited at by warpgroup w (128 threads). Immediate barrier ids:
+// a register id makes ptxas reserve all 16 barriers.
+__device__ __forceinline__ void named_arrive(int id) {
+    if (id == 2) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+    else asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void named_sync(int id) {
+    if (id == 2) asm volatile("bar.sync 2, 256;\n" ::: "memory");
+    else asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
 
 struct alignas(8) f2 { float x, y; };
+
+// d (64 x 32) += A (64 x 16, registers) * B (16 x 32, smem, K-major).
+template <class T>
+__device__ __forceinline__ void wgmma_rs_n32(float (&d)[16], const unsigned (&a)[4], unsigned long long db);
+#define DCPATTN_MLA_RS32(T, PT)                                                                                      \
+    template <>                                                                                                      \
+    __device__ __forceinline__ void wgmma_rs_n32<T>(float (&d)[16], const unsigned (&a)[4], unsigned long long db) { \
+        asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." PT "." PT " "                                     \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                       \
+                     "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"                                                        \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                                                                          \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                         \
+    }
+DCPATTN_MLA_RS32(bf16, "bf16")
+DCPATTN_MLA_RS32(fp16, "f16")
+#undef DCPATTN_MLA_RS32
+
+// Keeps registers alive and unmoved up to here (wgmma A operands that may still be read).
+__device__ __forceinline__ void pin_regs4(unsigned (&r)[4][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        asm volatile("" : "+r"(r[j][0]), "+r"(r[j][1]), "+r"(r[j][2]), "+r"(r[j][3])::"memory");
+}
+
+// A shared-memory descriptor from its two halves, built where it is used (volatile: the
+// compiler would otherwise hoist all 72 loop-invariant descriptors into registers).
+__device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {
+    unsigned long long d;
+    asm volatile("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
+    return d;
+}
+
+// s = Q K^T over the 36 k16 steps of Dqk = 576 (the first step overwrites s); the last NQR
+// steps take Q from registers (qr), sparing shared-memory bandwidth. The start address field
+// (low 14 bits) never carries: shared memory offsets stay below 256 KB.
+template <class T, int NQR>
+__device__ __forceinline__ void mla_qk(float (&s)[16], unsigned long long dq, unsigned long long dk,
+                                       const unsigned (&qr)[NQR][4]) {
+    const unsigned ql = (unsigned)dq, qh = (unsigned)(dq >> 32), kl = (unsigned)dk, kh = (unsigned)(dk >> 32);
+#pragma unroll
+    for (int kk = 0; kk < 576 / 16; ++kk) {
+        const unsigned koff = ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4;
+        if (kk < 576 / 16 - NQR)
+            wgmma_ss_n32<T>(s, desc_at(ql + koff, qh), desc_at(kl + koff, kh), kk > 0);
+        else
+            wgmma_rs_n32<T>(s, qr[kk - (576 / 16 - NQR)], desc_at(kl + koff, kh));
+    }
+}
 
 }  // namespace mla_detail
 
@@ -153,13 +230,14 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
 
     // ================= consumer warpgroups =================
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::CONSUMER_REGS));
-    const int wg = warp >> 2, wi = warp & 3, tw = tid & 127;
+    const int wg = warp >> 2, wi = warp & 3;
     const int g = lane >> 2, q4 = lane & 3;
     const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
     const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const float scale = p.scale_log2;
     float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);        // [2][64]
-    unsigned *pb = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P);  // [2][8][128]
+    unsigned *pb = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P);  // P words [2][8][128]
+    const int tw = tid & 127;
 
     const unsigned long long dq0 = sw128_desc(sQ, 16, 1024);
     const unsigned long long dk0 = sw128_desc(sK + wg * 32 * 128, 16, 1024);
@@ -169,26 +247,37 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
+    float sacc[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sacc[i] = 0.f;
+
+    // the last NQR k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix from the
+    // swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
+    constexpr int NQR = Tr::Q_REG_STEPS;
+    unsigned qr[NQR][4];
+#pragma unroll
+    for (int i = 0; i < NQR; ++i) {
+        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
+        const int c = (Tr::DQK / 16 - NQR + i) * 2 + (mi >> 1);
+        ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
+    }
+
+    // Per tile: S(t) in sacc -> softmax against the running max -> P exchange (one barrier) ->
+    // PV(t) -> wait -> free stage t -> QK(t+1) -> wait. (Queueing QK(t+1) behind PV(t) without
+    // the wait in between measured slower: examples/BENCH_NOTES.md.)
+    if (n_tiles > 0) {
+        mbar_wait(bar_full, 0);
+        fence_regs(sacc);
+        wgmma_fence();
+        mla_qk<T>(sacc, dq0, dk0, qr);
+        wgmma_commit();
+        wgmma_wait0();
+    }
+    fence_regs(sacc);
 
     for (int t = 0; t < n_tiles; ++t) {
         const int s = t & 1;
-        mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
         const unsigned soff = s * TILE_BYTES;
-
-        // S = Q K^T: 64 rows x this warpgroup's 32 keys
-        float sacc[16];
-#pragma unroll
-        for (int i = 0; i < 16; ++i) sacc[i] = 0.f;
-        fence_regs(sacc);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < Tr::DQK / 16; ++kk) {
-            const unsigned koff = (kk >> 2) * BLOCK_BYTES + (kk & 3) * 32;
-            wgmma_ss_n32<T>(sacc, dq0 + (koff >> 4), dk0 + ((soff + koff) >> 4), 1);
-        }
-        wgmma_commit();
-        wgmma_wait0();
-        fence_regs(sacc);
 
         // scale to log2 units, mask past each row's limit
         const int ts = kv_begin + t * KV_TILE;
@@ -216,68 +305,108 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             xm[wg * 64 + r_lo] = mx_lo;
             xm[wg * 64 + r_hi] = mx_hi;
         }
-        consumer_sync();  // #1: row maxima of both halves of the tile
-        mx_lo = fmaxf(fmaxf(mx_lo, xm[(wg ^ 1) * 64 + r_lo]), m_lo);
-        mx_hi = fmaxf(fmaxf(mx_hi, xm[(wg ^ 1) * 64 + r_hi]), m_hi);
-        // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
-        const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
-        const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
-        const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
-        m_lo = mx_lo;
-        m_hi = mx_hi;
-        float sum_lo = 0.f, sum_hi = 0.f;
+        // Lazy max: P is taken against the running max m as long as no row of the tile tops it by
+        // more than MAX_SLACK (P <= 2^MAX_SLACK then), so the common tile needs no exchange of
+        // maxima and no rescale of O: one barrier, which also ORs the rows' "tops it" flags.
+        // A row that has seen nothing (m = -inf) tops it with any visible key.
+        const bool up = mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK;
+        unsigned pa[4][4];
+        {
+            const float mu_lo = m_lo == neg_inf() ? 0.f : m_lo, mu_hi = m_hi == neg_inf() ? 0.f : m_hi;
+            float sum_lo = 0.f, sum_hi = 0.f;
+            unsigned pw[4][2];
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            sacc[4 * n + 0] = fast_exp2(sacc[4 * n + 0] - mu_lo);
-            sacc[4 * n + 1] = fast_exp2(sacc[4 * n + 1] - mu_lo);
-            sacc[4 * n + 2] = fast_exp2(sacc[4 * n + 2] - mu_hi);
-            sacc[4 * n + 3] = fast_exp2(sacc[4 * n + 3] - mu_hi);
-            sum_lo += sacc[4 * n + 0] + sacc[4 * n + 1];
-            sum_hi += sacc[4 * n + 2] + sacc[4 * n + 3];
-        }
-        l_lo = l_lo * al_lo + sum_lo;
-        l_hi = l_hi * al_hi + sum_hi;
-
-        // P as A fragments of two k16 steps (this warpgroup's 32 keys), swapped with the other
-        unsigned pown[2][4], poth[2][4];
+            for (int n = 0; n < 4; ++n) {
+                const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
+                const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
+                sum_lo += e0 + e1;
+                sum_hi += e2 + e3;
+                pw[n][0] = pack2<T>(e0, e1);
+                pw[n][1] = pack2<T>(e2, e3);
+            }
+            // the other warpgroup has read this warpgroup's P of the previous tile (it signals
+            // once its PV of that tile has completed)
+            if (t > 0) named_sync(2 + wg);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            pown[j][0] = pack2<T>(sacc[8 * j + 0], sacc[8 * j + 1]);
-            pown[j][1] = pack2<T>(sacc[8 * j + 2], sacc[8 * j + 3]);
-            pown[j][2] = pack2<T>(sacc[8 * j + 4], sacc[8 * j + 5]);
-            pown[j][3] = pack2<T>(sacc[8 * j + 6], sacc[8 * j + 7]);
+            for (int k = 0; k < 8; ++k) pb[(wg * 8 + k) * 128 + tw] = pw[k >> 1][k & 1];
+            if (!consumer_sync_or(up)) {  // #1: P of both halves (common case)
+                l_lo += sum_lo;
+                l_hi += sum_hi;
+            } else {
+                // some row of the CTA moves its max: every row takes max(m, both halves' maxima),
+                // P is rewritten against it and O rescaled
+                const float nm_lo = fmaxf(fmaxf(mx_lo, xm[(wg ^ 1) * 64 + r_lo]), m_lo);
+                const float nm_hi = fmaxf(fmaxf(mx_hi, xm[(wg ^ 1) * 64 + r_hi]), m_hi);
+                const float nu_lo = nm_lo == neg_inf() ? 0.f : nm_lo, nu_hi = nm_hi == neg_inf() ? 0.f : nm_hi;
+                const bool same_lo = m_lo == nm_lo, same_hi = m_hi == nm_hi;
+                const float al_lo = same_lo ? 1.f : fast_exp2(m_lo - nu_lo);
+                const float al_hi = same_hi ? 1.f : fast_exp2(m_hi - nu_hi);
+                const bool rescale = __any_sync(0xffffffffu, !(same_lo && same_hi));
+                m_lo = nm_lo;
+                m_hi = nm_hi;
+                sum_lo = sum_hi = 0.f;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) pb[(wg * 8 + j * 4 + i) * 128 + tw] = pown[j][i];
-        }
-        consumer_sync();  // #2: P of both halves
+                for (int n = 0; n < 4; ++n) {
+                    const float e0 = fast_exp2(sacc[4 * n + 0] - nu_lo), e1 = fast_exp2(sacc[4 * n + 1] - nu_lo);
+                    const float e2 = fast_exp2(sacc[4 * n + 2] - nu_hi), e3 = fast_exp2(sacc[4 * n + 3] - nu_hi);
+                    sum_lo += e0 + e1;
+                    sum_hi += e2 + e3;
+                    pw[n][0] = pack2<T>(e0, e1);
+                    pw[n][1] = pack2<T>(e2, e3);
+                }
+                l_lo = l_lo * al_lo + sum_lo;
+                l_hi = l_hi * al_hi + sum_hi;
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+                for (int k = 0; k < 8; ++k) pb[(wg * 8 + k) * 128 + tw] = pw[k >> 1][k & 1];
+                if (rescale) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) poth[j][i] = pb[((wg ^ 1) * 8 + j * 4 + i) * 128 + tw];
-
+                    for (int i = 0; i < 32; ++i) {
+                        o[4 * i + 0] *= al_lo;
+                        o[4 * i + 1] *= al_lo;
+                        o[4 * i + 2] *= al_hi;
+                        o[4 * i + 3] *= al_hi;
+                    }
+                }
+                consumer_sync();  // #2: P rewritten (and maxima read: xm is free)
+            }
+            // A fragments of the tile's four k16 steps: this warpgroup's keys from registers, the
+            // other's from shared memory (fragment k16 step j: rows lo/hi x keys 16j + 2q4 (+8))
+            unsigned pot[8];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            o[4 * i + 0] *= al_lo;
-            o[4 * i + 1] *= al_lo;
-            o[4 * i + 2] *= al_hi;
-            o[4 * i + 3] *= al_hi;
+            for (int k = 0; k < 8; ++k) pot[k] = pb[((wg ^ 1) * 8 + k) * 128 + tw];
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int j = jj & 1;
+                const bool mine = (jj >> 1) == wg;
+                pa[jj][0] = mine ? pw[2 * j][0] : pot[4 * j + 0];
+                pa[jj][1] = mine ? pw[2 * j][1] : pot[4 * j + 1];
+                pa[jj][2] = mine ? pw[2 * j + 1][0] : pot[4 * j + 2];
+                pa[jj][3] = mine ? pw[2 * j + 1][1] : pot[4 * j + 3];
+            }
+            pin_regs4(pa);
         }
 
         // O[:, 256 wg : 256 wg + 256] += P V, keys in four k16 steps
         fence_regs(o);
         wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const bool mine = (j >> 1) == wg;
-            unsigned a[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) a[i] = mine ? pown[j & 1][i] : poth[j & 1][i];
-            wgmma_rs_n256<T>(o, a, dv0 + ((soff + j * 16 * 128) >> 4));
-        }
+        for (int j = 0; j < 4; ++j) wgmma_rs_n256<T>(o, pa[j], dv0 + ((soff + j * 16 * 128) >> 4));
         wgmma_commit();
-        wgmma_wait0();
+        wgmma_wait<0>();  // PV(t) done: stage t is free, and this warpgroup is done with P
+        mbar_arrive(bar_empty + 8 * s);
+        if (t + 1 < n_tiles) {
+            named_arrive(2 + (wg ^ 1));
+            const int s1 = s ^ 1;
+            mbar_wait(bar_full + 8 * s1, ((t + 1) >> 1) & 1);
+            fence_regs(sacc);
+            wgmma_fence();
+            mla_qk<T>(sacc, dq0, dk0 + ((s1 * TILE_BYTES) >> 4), qr);
+            wgmma_commit();
+            wgmma_wait<0>();
+        }
+        pin_regs4(pa);
         fence_regs(o);
-        mbar_arrive(bar_empty + 8 * s);  // this thread is done with the stage
+        fence_regs(sacc);
     }
 
     // ---- epilogue: row sums of both warpgroups, normalize, write ----
