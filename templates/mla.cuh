@@ -250,6 +250,20 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     float sacc[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) sacc[i] = 0.f;
+    // P = 2^(S - mu) of this thread's S fragments as packed A words (pw[n] = rows lo, hi of key
+    // block n), and their row sums
+    auto exp_pack = [&](float mu_lo, float mu_hi, float &sum_lo, float &sum_hi, unsigned (&pw)[4][2]) {
+        sum_lo = sum_hi = 0.f;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
+            const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
+            sum_lo += e0 + e1;
+            sum_hi += e2 + e3;
+            pw[n][0] = pack2<T>(e0, e1);
+            pw[n][1] = pack2<T>(e2, e3);
+        }
+    };
 
     // the last NQR k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix from the
     // swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
@@ -313,17 +327,9 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         unsigned pa[4][4];
         {
             const float mu_lo = m_lo == neg_inf() ? 0.f : m_lo, mu_hi = m_hi == neg_inf() ? 0.f : m_hi;
-            float sum_lo = 0.f, sum_hi = 0.f;
+            float sum_lo, sum_hi;
             unsigned pw[4][2];
-#pragma unroll
-            for (int n = 0; n < 4; ++n) {
-                const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
-                const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
-                sum_lo += e0 + e1;
-                sum_hi += e2 + e3;
-                pw[n][0] = pack2<T>(e0, e1);
-                pw[n][1] = pack2<T>(e2, e3);
-            }
+            exp_pack(mu_lo, mu_hi, sum_lo, sum_hi, pw);
             // the other warpgroup has read this warpgroup's P of the previous tile (it signals
             // once its PV of that tile has completed)
             if (t > 0) named_sync(2 + wg);
@@ -344,16 +350,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
                 const bool rescale = __any_sync(0xffffffffu, !(same_lo && same_hi));
                 m_lo = nm_lo;
                 m_hi = nm_hi;
-                sum_lo = sum_hi = 0.f;
-#pragma unroll
-                for (int n = 0; n < 4; ++n) {
-                    const float e0 = fast_exp2(sacc[4 * n + 0] - nu_lo), e1 = fast_exp2(sacc[4 * n + 1] - nu_lo);
-                    const float e2 = fast_exp2(sacc[4 * n + 2] - nu_hi), e3 = fast_exp2(sacc[4 * n + 3] - nu_hi);
-                    sum_lo += e0 + e1;
-                    sum_hi += e2 + e3;
-                    pw[n][0] = pack2<T>(e0, e1);
-                    pw[n][1] = pack2<T>(e2, e3);
-                }
+                exp_pack(nu_lo, nu_hi, sum_lo, sum_hi, pw);
                 l_lo = l_lo * al_lo + sum_lo;
                 l_hi = l_hi * al_hi + sum_hi;
 #pragma unroll
