@@ -18,8 +18,11 @@
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
      such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
-     cores, sm_80 and newer) and DeepSeek MLA (576/512, V read from the K rows, wgmma:
-     Hopper sm_90a only; elsewhere its compile fails with DCPATTN_STATUS_COMPILE).
+     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma) and
+     DeepSeek MLA (576/512, V read from the K rows, wgmma: Hopper sm_90a only; elsewhere its
+     compile fails with DCPATTN_STATUS_COMPILE). Split-KV partials are merged by a second
+     kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
+     at most 8 splits, inside thread-block clusters in the same launch.
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
      and the DCP combine across the ranks of a group over the caller's NCCL communicator
      (one all-to-all and a merge, or all-gather + reduce-scatter).
