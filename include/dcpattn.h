@@ -947,7 +947,7 @@ static dcpattn_status dcpattn__lua_open(dcpattn_context *ctx) {
 typedef struct dcpattn__rendered {
     char *source;
     size_t len;
-    int threads, smem, rows, kv_tile, items, cluster_splits;
+    dcpattn__variant meta; /* the launch fields the generator gives (threads .. cluster_splits) */
 } dcpattn__rendered;
 
 static int dcpattn__lua_intfield(lua_State *L, int idx, const char *k) {
@@ -985,15 +985,17 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
     }
     memcpy(out->source, src, out->len + 1);
     if (lua_istable(L, -1)) {
-        out->threads = dcpattn__lua_intfield(L, -1, "threads");
-        out->smem = dcpattn__lua_intfield(L, -1, "smem");
-        out->rows = dcpattn__lua_intfield(L, -1, "rows");
-        out->kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
-        out->items = dcpattn__lua_intfield(L, -1, "items");
-        out->cluster_splits = dcpattn__lua_intfield(L, -1, "cluster_splits");
+        out->meta.threads = dcpattn__lua_intfield(L, -1, "threads");
+        out->meta.smem = dcpattn__lua_intfield(L, -1, "smem");
+        out->meta.rows = dcpattn__lua_intfield(L, -1, "rows");
+        out->meta.kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
+        out->meta.items = dcpattn__lua_intfield(L, -1, "items");
+        out->meta.cluster_splits = dcpattn__lua_intfield(L, -1, "cluster_splits");
     }
+    if (out->meta.items <= 0)
+        out->meta.items = 1;
     lua_pop(L, 2);
-    if (out->threads <= 0) {
+    if (out->meta.threads <= 0) {
         free(out->source);
         out->source = NULL;
         return dcpattn__fail(DCPATTN_STATUS_GENERATOR, "generator gave no thread count for %s", name);
@@ -1352,6 +1354,18 @@ static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, co
     return s;
 }
 
+static void dcpattn__compile_info(dcpattn_compile_info *info, const dcpattn__variant *v, const char *source,
+                                   double seconds) {
+    memset(info, 0, sizeof *info);
+    info->name = v->name;
+    info->seconds = seconds;
+    info->registers = v->registers;
+    info->shared_bytes = v->shared_bytes;
+    info->spill_bytes = v->spill_bytes;
+    info->dynamic_shared_bytes = v->smem;
+    info->source = source;
+}
+
 /* Render, obtain and (unless compile-only) load a variant; the caller holds ctx->lock. */
 static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dcpattn__variant **out,
                                       dcpattn_compile_info *info) {
@@ -1361,19 +1375,11 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
     const char *source = "memory";
     double t0 = dcpattn__now();
     dcpattn_status s;
-    memset(&v, 0, sizeof v);
     if ((found = dcpattn__find(ctx, name)) != NULL) {
         if (out)
             *out = found;
-        if (info) {
-            memset(info, 0, sizeof *info);
-            info->name = found->name;
-            info->registers = found->registers;
-            info->shared_bytes = found->shared_bytes;
-            info->spill_bytes = found->spill_bytes;
-            info->dynamic_shared_bytes = found->smem;
-            info->source = source;
-        }
+        if (info)
+            dcpattn__compile_info(info, found, source, 0);
         return DCPATTN_STATUS_SUCCESS;
     }
     DCPATTN__TRY(dcpattn__render(ctx, name, &r));
@@ -1382,12 +1388,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
         free(r.source);
         return s;
     }
-    v.threads = r.threads;
-    v.smem = r.smem;
-    v.rows = r.rows;
-    v.kv_tile = r.kv_tile;
-    v.items = r.items > 0 ? r.items : 1;
-    v.cluster_splits = r.cluster_splits;
+    v = r.meta;
     v.registers = blob.registers;
     v.shared_bytes = blob.shared_bytes;
     v.spill_bytes = blob.spill_bytes;
@@ -1426,15 +1427,8 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
         double secs = dcpattn__now() - t0;
         dcpattn__log(ctx, DCPATTN_LOG_INFO, "%s: %s in %.3f s, %d registers, %d bytes smem, %d bytes spilled", name,
                      source, secs, v.registers, v.shared_bytes, v.spill_bytes);
-        if (info) {
-            info->name = found->name;
-            info->seconds = secs;
-            info->registers = v.registers;
-            info->shared_bytes = v.shared_bytes;
-            info->spill_bytes = v.spill_bytes;
-            info->dynamic_shared_bytes = v.smem;
-            info->source = source;
-        }
+        if (info)
+            dcpattn__compile_info(info, found, source, secs);
     }
     return DCPATTN_STATUS_SUCCESS;
 }
@@ -1794,23 +1788,18 @@ dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
     return dcpattn__merge_normalize(args, &a);
 }
 
-static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz, void *params,
-                                      dcpattn_stream stream, const char *what) {
-    void *args[1];
-    args[0] = params;
-    return dcpattn__cu_check(dcpattn__cu.LaunchKernel(v->fn, gx, gy, gz, (unsigned)v->threads, 1, 1,
-                                                      (unsigned)v->smem, stream, args, NULL),
-                             what);
-}
-
-/* A launch whose grid.x is cut into clusters of cluster_x CTAs (cuLaunchKernelEx). */
-static dcpattn_status dcpattn__launch_cluster(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
-                                              unsigned cluster_x, void *params, dcpattn_stream stream,
-                                              const char *what) {
+/* One launch of variant v; cluster_x > 1 cuts grid.x into clusters of that many CTAs
+   (cuLaunchKernelEx with the cluster dimension attribute). */
+static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
+                                      unsigned cluster_x, void *params, dcpattn_stream stream, const char *what) {
     dcpattn__CUlaunchAttribute attr;
     dcpattn__CUlaunchConfig cfg;
     void *args[1];
     args[0] = params;
+    if (cluster_x <= 1)
+        return dcpattn__cu_check(dcpattn__cu.LaunchKernel(v->fn, gx, gy, gz, (unsigned)v->threads, 1, 1,
+                                                          (unsigned)v->smem, stream, args, NULL),
+                                 what);
     memset(&attr, 0, sizeof attr);
     attr.id = DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attr.value.cluster.x = cluster_x;
@@ -1871,7 +1860,7 @@ static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcp
                                             const int *rows_limit, dcpattn_stream stream) {
     dcpattn_merge_kparams kp;
     dcpattn__merge_kparams(a, rows_limit, &kp);
-    return dcpattn__launch(v, dcpattn__merge_grid(v, a), 1, 1, &kp, stream, "merge launch");
+    return dcpattn__launch(v, dcpattn__merge_grid(v, a), 1, 1, 1, &kp, stream, "merge launch");
 }
 
 /* Canonical merge variant name, from the generator (the one place names are made). */
@@ -2215,10 +2204,8 @@ static int dcpattn__cluster_merge_ok(const dcpattn_context *ctx, const dcpattn__
 
 /* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
    within 85 % of the best, where a wave is num_sms times the CTAs one SM holds (from the
-   variant's shared memory and registers); never splits shorter than four KV tiles, never
-   more than max_splits. */
-static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v,
-                                int max_splits) {
+   variant's shared memory and registers); never splits shorter than four KV tiles. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
     const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64;
     int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
     int per_sm = (228 * 1024) / (v->smem + 1024), best_s = 1;
@@ -2230,8 +2217,8 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     if (per_sm < 1)
         per_sm = 1;
     most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
-    if (most > max_splits)
-        most = max_splits;
+    if (most > DCPATTN_MAX_MERGE_STATES)
+        most = DCPATTN_MAX_MERGE_STATES;
     for (s = 1; s <= most; s++) {
         int64_t slots = (int64_t)num_sms * per_sm, tiles = base * s, waves = (tiles + slots - 1) / slots;
         eff[s] = (double)tiles / (double)(waves * slots);
@@ -2313,7 +2300,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         cluster_ok = dcpattn__cluster_merge_ok(ctx, p->attn);
         p->num_splits = p->d.num_splits ? p->d.num_splits
                                          : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
-                                                                p->row_tiles, p->attn, DCPATTN_MAX_MERGE_STATES);
+                                                                p->row_tiles, p->attn);
         /* Clusters only for grids of at most one CTA per SM: there the second launch is a
            large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
            3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
@@ -2396,17 +2383,14 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
-    if (plan->cluster)
-        return dcpattn__launch_cluster(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
-                                       (unsigned)plan->row_tiles, (unsigned)plan->num_splits, &kp, stream,
-                                       "attention launch (cluster merge)");
-    if (plan->num_splits > 1) {
+    if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);
     }
     DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
-                                 (unsigned)plan->row_tiles, &kp, stream, "attention launch"));
-    if (plan->num_splits > 1) {
+                                 (unsigned)plan->row_tiles, plan->cluster ? (unsigned)plan->num_splits : 1u, &kp,
+                                 stream, "attention launch"));
+    if (plan->workspace_bytes) {
         dcpattn_merge_kparams m = plan->mkp;
         int i;
         for (i = 0; i < plan->num_splits; i++) {
@@ -2420,7 +2404,7 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
         m.lse_out_st = a.lse_stride_t;
         m.lse_out_sh = a.lse_stride_h;
         m.rows_limit = a.cu_seqlens_q + a.batch; /* rows past the batch's real total are never touched */
-        return dcpattn__launch(plan->merge, plan->merge_grid, 1, 1, &m, stream, "split merge launch");
+        return dcpattn__launch(plan->merge, plan->merge_grid, 1, 1, 1, &m, stream, "split merge launch");
     }
     return DCPATTN_STATUS_SUCCESS;
 }
