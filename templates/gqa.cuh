@@ -44,7 +44,7 @@
 
 namespace dcpattn {
 
-template <class T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_TILE_, int STAGES_, int THREADS_>
+template <class T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_TILE_, int STAGES_, int THREADS_, bool WGMMA_>
 struct GqaTraits {
     using T = T_;
     static constexpr int D = HEAD_DIM_;
@@ -59,8 +59,8 @@ struct GqaTraits {
     static constexpr int WARPS_N = WARPS / WARPS_M;
     static constexpr int NW = KV_TILE / WARPS_N;  // keys of a tile per warp
     static constexpr int CHUNKS = D / 8;          // 16-byte chunks per row
-    // wgmma path (see the top of this file)
-    static constexpr bool WG = DCPATTN_GQA_WGMMA && M_TILE == 64 && THREADS == 128 && D == 128;
+    // wgmma path (see the top of this file): where the generator asks for it and the arch has it
+    static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile
     static constexpr int SMEM_Q = 0;
@@ -89,7 +89,8 @@ struct GqaTraits {
     static_assert(STAGES >= 2, "stages");
     static_assert(WROWS >= 1 && KV_LOADS * WROWS <= 32, "one lookup lane per token of a warp");
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
-    static_assert(!WG || (WARPS_N == 1 && KV_TILE == 64 && STAGES >= 2), "wgmma path: one warpgroup, 64-key tiles");
+    static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == 128 && D == 128 && KV_TILE == 64),
+                  "wgmma path: one warpgroup of 64 rows, head dim 128, 64-key tiles");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");

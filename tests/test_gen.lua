@@ -396,7 +396,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local fake = {
         ["templates/merge_inst.cu"] = "#include \"dcpattn_abi.h\"\n${NAME} ${IN_T} ${OUT_T} ${THREADS} ${ITEMS}\n",
         ["templates/gqa_inst.cu"] = "#include \"dcpattn_abi.h\"\n"
-            .. "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES}\n",
+            .. "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
     }
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
@@ -407,7 +407,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 3\n", 1, true), "gqa bindings")
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true), "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
         check(meta.smem == 3 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
@@ -415,6 +415,10 @@ do -- families through dcpattn.render, on fake instance templates that use every
     src, meta = dcpattn.render("gqa_bf16_d256_g4_m64", { read = read, abi = ABI })
     check(src and meta.threads == 256 and meta.kv_tile == 64 and meta.smem == 2 * 64 * 512 * 2 + 64 * 256 * 2,
         "gqa d256 m64 meta")
+    -- the wgmma tile (M64, D 128): bound true, three stages, 1024 bytes of alignment slack
+    src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
+    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
+        and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
     -- a spec table works as well as a name
     src, meta = dcpattn.render({ family = "merge", in_dtype = "bf16", out_dtype = "bf16" }, { read = read, abi = ABI })
     check(src and meta.kernel == "merge_bf16_bf16", "render a spec table")

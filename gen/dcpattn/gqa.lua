@@ -103,13 +103,14 @@ local function traits(spec)
     local esize = types.info[spec.dtype].size
     local d, m = spec.head_dim, spec.m_tile
     local kv_tile = HEAD_DIMS[d].kv_tile
-    local stages = stages_for(m, d)
+    local stages, wgmma = stages_for(m, d), wgmma_path(m, d)
     return {
+        wgmma = wgmma,
         threads = d <= 128 and M_TILES[m].threads or M_TILES[m].wide_threads,
         kv_tile = kv_tile,
         stages = stages,
-        -- K and V tiles for every stage, plus the Q tile.
-        smem = stages * kv_tile * (2 * d) * esize + m * d * esize + (wgmma_path(m, d) and 1024 or 0),
+        -- K and V tiles for every stage, plus the Q tile (+ alignment slack for the wgmma tiles).
+        smem = stages * kv_tile * (2 * d) * esize + m * d * esize + (wgmma and 1024 or 0),
     }
 end
 
@@ -124,6 +125,7 @@ function M.bindings(spec, name)
         THREADS = t.threads,
         KV_TILE = t.kv_tile,
         STAGES = t.stages,
+        WGMMA = t.wgmma and "true" or "false",
     }
 end
 
