@@ -24,6 +24,8 @@ typedef struct mla_case {
     int q_len[MAXB];   /* per sequence */
     int64_t L[MAXB];   /* global lengths */
     int pad_t;         /* extra elements per token row (0: contiguous rows of 576) */
+    int ramp;          /* 1: K row j scaled by 1 + j / 32, so later tiles keep topping the row
+                          maxima (every warpgroup raises them and hands the raise over) */
 } mla_case;
 
 static void run_case(dcpattn_context *ctx, const mla_case *c) {
@@ -58,14 +60,17 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
         if (c->q_len[b] > max_q) max_q = c->q_len[b];
     }
     total_q = cu[B];
-    snprintf(what, sizeof what, "mla %s hq=%d ps=%d W=%d r=%d I=%d causal=%d splits=%d base2=%d B=%d pad=%d",
+    snprintf(what, sizeof what, "mla %s hq=%d ps=%d W=%d r=%d I=%d causal=%d splits=%d base2=%d B=%d pad=%d ramp=%d",
              dt == DCPATTN_FP16 ? "fp16" : "bf16", hq, c->page_size, c->world, c->rank, c->interleave, c->causal,
-             c->splits, c->lse_base2, B, c->pad_t);
+             c->splits, c->lse_base2, B, c->pad_t, c->ramp);
 
     /* global K per sequence, q */
     for (b = 0; b < B; b++) {
         kg[b] = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(c->L[b] * DQK + 1));
         ref_fill_uniform(kg[b], c->L[b] * DQK, dt, 1.0, &seed);
+        if (c->ramp)
+            for (n = 0; n < c->L[b] * DQK; n++)
+                kg[b][n] = ref_d2h(ref_h2d(kg[b][n], dt) * (1.0 + (double)(n / DQK) / 32.0), dt);
         kgc[b] = kg[b];
     }
     q = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(total_q * hq * DQK));
@@ -208,17 +213,20 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
 
 int main(void) {
     static const mla_case cases[] = {
-        /* dtype, hq, ps, W, r, I, causal, splits, base2, B, q_len[], L[], pad */
-        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0},
-        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 3, 0, 3, {4, 1, 2}, {901, 2, 260}, 0},
-        {DCPATTN_BF16, 128, 64, 8, 3, 1, 1, 1, 0, 3, {2, 2, 2}, {1500, 5, 27}, 0},
-        {DCPATTN_BF16, 128, 16, 8, 7, 64, 1, 4, 1, 3, {1, 4, 3}, {2000, 600, 130}, 0},
-        {DCPATTN_BF16, 128, 64, 1, 0, 1, 0, 2, 0, 2, {3, 1}, {400, 129}, 0},
-        {DCPATTN_FP16, 16, 32, 2, 0, 64, 1, 1, 0, 3, {2, 3, 1}, {700, 64, 65}, 0},
-        {DCPATTN_BF16, 128, 16, 2, 1, 1, 1, 1, 1, 2, {2, 1}, {500, 300}, 64},
-        {DCPATTN_BF16, 16, 16, 8, 5, 64, 1, 2, 0, 2, {4, 1}, {300, 100}, 0}, /* rank 5 holds nothing */
-        {DCPATTN_BF16, 32, 64, 1, 0, 1, 1, 5, 0, 2, {4, 3}, {1000, 64}, 0},
-        {DCPATTN_BF16, 64, 16, 2, 0, 1, 1, 1, 0, 2, {3, 4}, {257, 9}, 0},
+        /* dtype, hq, ps, W, r, I, causal, splits, base2, B, q_len[], L[], pad, ramp */
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0, 0},
+        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 3, 0, 3, {4, 1, 2}, {901, 2, 260}, 0, 0},
+        {DCPATTN_BF16, 128, 64, 8, 3, 1, 1, 1, 0, 3, {2, 2, 2}, {1500, 5, 27}, 0, 0},
+        {DCPATTN_BF16, 128, 16, 8, 7, 64, 1, 4, 1, 3, {1, 4, 3}, {2000, 600, 130}, 0, 0},
+        {DCPATTN_BF16, 128, 64, 1, 0, 1, 0, 2, 0, 2, {3, 1}, {400, 129}, 0, 0},
+        {DCPATTN_FP16, 16, 32, 2, 0, 64, 1, 1, 0, 3, {2, 3, 1}, {700, 64, 65}, 0, 0},
+        {DCPATTN_BF16, 128, 16, 2, 1, 1, 1, 1, 1, 2, {2, 1}, {500, 300}, 64, 0},
+        {DCPATTN_BF16, 16, 16, 8, 5, 64, 1, 2, 0, 2, {4, 1}, {300, 100}, 0, 0}, /* rank 5 holds nothing */
+        {DCPATTN_BF16, 32, 64, 1, 0, 1, 1, 5, 0, 2, {4, 3}, {1000, 64}, 0, 0},
+        {DCPATTN_BF16, 64, 16, 2, 0, 1, 1, 1, 0, 2, {3, 4}, {257, 9}, 0, 0},
+        {DCPATTN_BF16, 128, 64, 1, 0, 1, 1, 1, 0, 2, {2, 1}, {1500, 700}, 0, 1},
+        {DCPATTN_BF16, 16, 32, 2, 1, 16, 1, 3, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1},
+        {DCPATTN_FP16, 32, 16, 1, 0, 1, 1, 1, 0, 1, {3}, {1100}, 0, 1},
     };
     dcpattn_context *ctx;
     int i, rep;
