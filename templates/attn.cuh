@@ -80,6 +80,18 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
     __device__ __forceinline__ AttnRowOut row_out(int h0, int R) const { return {p, token(R), head(h0, R)}; }
 };
 
+// A kernel's dynamic shared memory from its first ALIGN-byte boundary on (the generator adds
+// ALIGN bytes of slack; 1024 for the 128-byte-swizzled wgmma operands, 1 for none): the
+// shared-window address and a generic pointer to the same byte.
+struct AttnSmem {
+    unsigned addr;
+    unsigned char *ptr;
+};
+template <unsigned ALIGN> __device__ __forceinline__ AttnSmem align_smem(unsigned char *raw) {
+    const unsigned a = smem_u32(raw), b = (a + ALIGN - 1) & ~(ALIGN - 1);
+    return {b, raw + (b - a)};
+}
+
 // Max and sum over the four lanes of a quad (the threads holding one row of an MMA fragment).
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -133,10 +133,10 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
-    // the wgmma path's swizzle atoms need a 1024-byte aligned base (the generator adds slack)
-    const unsigned s_raw = smem_u32(gqa_smem_raw);
-    const unsigned s_base = Tr::WG ? (s_raw + 1023u) & ~1023u : s_raw;
-    unsigned char *gqa_smem = gqa_smem_raw + (s_base - s_raw);
+    // the wgmma path's swizzle atoms need a 1024-byte aligned base
+    const AttnSmem sm = align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw);
+    const unsigned s_base = sm.addr;
+    unsigned char *gqa_smem = sm.ptr;
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
 
     // ---- Q tile: M_TILE packed rows, zero rows past the end ----

@@ -159,9 +159,9 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
     // 1024-byte aligned base (the SW128 atoms need it)
-    const unsigned raw = smem_u32(mla_smem);
-    const unsigned base = (raw + 1023u) & ~1023u;
-    unsigned char *gsm = mla_smem + (base - raw);
+    const AttnSmem sm = align_smem<1024u>(mla_smem);
+    const unsigned base = sm.addr;
+    unsigned char *gsm = sm.ptr;
     const unsigned sQ = base + Tr::SMEM_Q, sK = base + Tr::SMEM_K;
     const unsigned bar_full = base + Tr::SMEM_BAR, bar_empty = bar_full + 8 * Tr::STAGES;
 
