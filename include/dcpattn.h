@@ -1633,25 +1633,25 @@ int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name) {
 
 /* A variant for the run path: loaded already, or loaded now unless the stream is being
    captured (compiling or loading would break the capture). */
+static dcpattn_status dcpattn__variant_for_run_locked(dcpattn_context *ctx, const char *name, dcpattn_stream stream,
+                                                      dcpattn__variant **out) {
+    int capturing = 0;
+    *out = dcpattn__find(ctx, name);
+    if (*out)
+        return DCPATTN_STATUS_SUCCESS;
+    if (dcpattn__cu.StreamIsCapturing && dcpattn__cu.StreamIsCapturing(stream, &capturing) == 0 && capturing)
+        return dcpattn__fail(DCPATTN_STATUS_CAPTURE,
+                             "variant %s is not loaded and the stream is being captured: plan or precompile "
+                             "before capture", name);
+    return dcpattn__ensure(ctx, name, out, NULL);
+}
 static dcpattn_status dcpattn__variant_for_run(dcpattn_context *ctx, const char *name, dcpattn_stream stream,
                                                dcpattn__variant **out) {
     dcpattn_status s;
     pthread_mutex_lock(&ctx->lock);
-    *out = dcpattn__find(ctx, name);
-    if (!*out) {
-        int capturing = 0;
-        if (dcpattn__cu.StreamIsCapturing && dcpattn__cu.StreamIsCapturing(stream, &capturing) == 0 && capturing) {
-            pthread_mutex_unlock(&ctx->lock);
-            return dcpattn__fail(DCPATTN_STATUS_CAPTURE,
-                                 "variant %s is not loaded and the stream is being captured: plan or precompile "
-                                 "before capture", name);
-        }
-        s = dcpattn__ensure(ctx, name, out, NULL);
-        pthread_mutex_unlock(&ctx->lock);
-        return s;
-    }
+    s = dcpattn__variant_for_run_locked(ctx, name, stream, out);
     pthread_mutex_unlock(&ctx->lock);
-    return DCPATTN_STATUS_SUCCESS;
+    return s;
 }
 
 /* =============================== validation =============================== */
@@ -1892,22 +1892,29 @@ static dcpattn_status dcpattn__merge_name(dcpattn_context *ctx, dcpattn_dtype in
     return DCPATTN_STATUS_SUCCESS;
 }
 
+/* The merge variant in -> out for a run on `stream` (found, loaded or compiled), in one trip
+   through the context lock. */
+static dcpattn_status dcpattn__merge_variant(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out,
+                                             dcpattn_stream stream, dcpattn__variant **v) {
+    char name[64];
+    dcpattn_status s;
+    pthread_mutex_lock(&ctx->lock);
+    s = dcpattn__merge_name(ctx, in, out, name, sizeof name);
+    if (!s)
+        s = dcpattn__variant_for_run_locked(ctx, name, stream, v);
+    pthread_mutex_unlock(&ctx->lock);
+    return s;
+}
+
 dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *args, dcpattn_stream stream) {
     dcpattn_merge_args n;
     dcpattn__variant *v;
-    dcpattn_status s;
-    char name[64];
     if (!ctx)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is NULL");
     DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
     if (ctx->compile_only)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
-    pthread_mutex_lock(&ctx->lock);
-    s = dcpattn__merge_name(ctx, n.in_dtype, n.out_dtype, name, sizeof name);
-    pthread_mutex_unlock(&ctx->lock);
-    if (s)
-        return s;
-    DCPATTN__TRY(dcpattn__variant_for_run(ctx, name, stream, &v));
+    DCPATTN__TRY(dcpattn__merge_variant(ctx, n.in_dtype, n.out_dtype, stream, &v));
     return dcpattn__merge_launch(v, &n, NULL, stream);
 }
 
@@ -2787,18 +2794,6 @@ static dcpattn_status dcpattn__combine_name(dcpattn_context *ctx, dcpattn_dtype 
     return s;
 }
 
-static dcpattn_status dcpattn__dcp_merge_variant(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out,
-                                                 dcpattn_stream stream, dcpattn__variant **v) {
-    char name[64];
-    dcpattn_status s;
-    pthread_mutex_lock(&ctx->lock);
-    s = dcpattn__merge_name(ctx, in, out, name, sizeof name);
-    pthread_mutex_unlock(&ctx->lock);
-    if (s)
-        return s;
-    return dcpattn__variant_for_run(ctx, name, stream, v);
-}
-
 /* The kernels of a plan: [0] pack (merge in -> comm, or in -> in for AG_RS), [1] rescale
    (AG_RS), [2] final merge (comm -> out). Unused entries stay NULL. */
 static dcpattn_status dcpattn__dcp_variants(dcpattn_context *ctx, const dcpattn__dcp_plan *p, int local_only,
@@ -2807,17 +2802,17 @@ static dcpattn_status dcpattn__dcp_variants(dcpattn_context *ctx, const dcpattn_
     char name[64];
     v[0] = v[1] = v[2] = NULL;
     if (local_only)
-        return dcpattn__dcp_merge_variant(ctx, a->in_dtype, a->out_dtype, stream, &v[2]);
+        return dcpattn__merge_variant(ctx, a->in_dtype, a->out_dtype, stream, &v[2]);
     if (a->transport == DCPATTN_DCP_A2A) {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__dcp_merge_variant(ctx, a->in_dtype, a->comm_dtype, stream, &v[0]));
+            DCPATTN__TRY(dcpattn__merge_variant(ctx, a->in_dtype, a->comm_dtype, stream, &v[0]));
     } else {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__dcp_merge_variant(ctx, a->in_dtype, a->in_dtype, stream, &v[0]));
+            DCPATTN__TRY(dcpattn__merge_variant(ctx, a->in_dtype, a->in_dtype, stream, &v[0]));
         DCPATTN__TRY(dcpattn__combine_name(ctx, a->in_dtype, a->comm_dtype, name, sizeof name));
         DCPATTN__TRY(dcpattn__variant_for_run(ctx, name, stream, &v[1]));
     }
-    return dcpattn__dcp_merge_variant(ctx, a->comm_dtype, a->out_dtype, stream, &v[2]);
+    return dcpattn__merge_variant(ctx, a->comm_dtype, a->out_dtype, stream, &v[2]);
 }
 
 dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_dcp_combine_args *args) {
@@ -2833,44 +2828,20 @@ dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_d
 }
 
 /* One launch of the merge kernel (kind 0) or the rescale kernel (kind 1) over states that
-   share strides: rows x heads (row-heads of Dv), o[i]/lse[i] per state. */
+   share strides: the merge arguments (m.o and m.lse are set to o and lse at launch; head_dim
+   and rows_limit come from the plan). */
 typedef struct dcpattn__dcp_launch {
-    int n, rows, heads;
-    dcpattn_dtype in, out;
+    dcpattn_merge_args m;
     const void *o[DCPATTN_MAX_MERGE_STATES];
     const float *lse[DCPATTN_MAX_MERGE_STATES];
-    int64_t o_st, o_sh, lse_st, lse_sh;
-    void *dst;
-    float *lse_dst;
-    int64_t dst_st, dst_sh, lse_dst_st, lse_dst_sh;
-    int base2_in, base2_out;
 } dcpattn__dcp_launch;
 
 static dcpattn_status dcpattn__dcp_run_kernel(const dcpattn__variant *v, const dcpattn__dcp_plan *p,
-                                              const dcpattn__dcp_launch *l, dcpattn_stream stream) {
-    dcpattn_merge_args m;
-    memset(&m, 0, sizeof m);
-    m.num_states = l->n;
-    m.rows = l->rows;
-    m.heads = l->heads;
-    m.head_dim = p->a.head_dim;
-    m.in_dtype = l->in;
-    m.out_dtype = l->out;
-    m.o = l->o;
-    m.lse = l->lse;
-    m.o_stride_t = l->o_st;
-    m.o_stride_h = l->o_sh;
-    m.lse_stride_t = l->lse_st;
-    m.lse_stride_h = l->lse_sh;
-    m.out = l->dst;
-    m.lse_out = l->lse_dst;
-    m.out_stride_t = l->dst_st;
-    m.out_stride_h = l->dst_sh;
-    m.lse_out_stride_t = l->lse_dst_st;
-    m.lse_out_stride_h = l->lse_dst_sh;
-    m.lse_base2_in = l->base2_in;
-    m.lse_base2_out = l->base2_out;
-    return dcpattn__merge_launch(v, &m, p->a.rows_limit, stream);
+                                              dcpattn__dcp_launch *l, dcpattn_stream stream) {
+    l->m.head_dim = p->a.head_dim;
+    l->m.o = l->o;
+    l->m.lse = l->lse;
+    return dcpattn__merge_launch(v, &l->m, p->a.rows_limit, stream);
 }
 
 /* Group helpers: a failure inside a group still ends the group (NCCL needs them balanced). */
@@ -2911,33 +2882,33 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             /* copy (and convert to comm dtype) with the merge kernel, one state: SCATTER packs
                head-major [H][T][Dv] so each head block is contiguous; REPLICATE writes the
                standard [T][H][Dv] into this rank's all-gather slot */
-            l.n = 1;
-            l.rows = T;
-            l.heads = H;
-            l.in = a->in_dtype;
-            l.out = a->comm_dtype;
+            l.m.num_states = 1;
+            l.m.rows = T;
+            l.m.heads = H;
+            l.m.in_dtype = a->in_dtype;
+            l.m.out_dtype = a->comm_dtype;
             l.o[0] = a->o;
             l.lse[0] = a->lse;
-            l.o_st = a->o_stride_t;
-            l.o_sh = a->o_stride_h;
-            l.lse_st = a->lse_stride_t;
-            l.lse_sh = a->lse_stride_h;
-            l.base2_in = l.base2_out = a->lse_base2_in;
+            l.m.o_stride_t = a->o_stride_t;
+            l.m.o_stride_h = a->o_stride_h;
+            l.m.lse_stride_t = a->lse_stride_t;
+            l.m.lse_stride_h = a->lse_stride_h;
+            l.m.lse_base2_in = l.m.lse_base2_out = a->lse_base2_in;
             if (scatter) {
-                l.dst = ws + p->off[0];
-                l.lse_dst = (float *)(ws + p->off[1]);
-                l.dst_st = D, l.dst_sh = (int64_t)T * D;
-                l.lse_dst_st = 1, l.lse_dst_sh = T;
+                l.m.out = ws + p->off[0];
+                l.m.lse_out = (float *)(ws + p->off[1]);
+                l.m.out_stride_t = D, l.m.out_stride_h = (int64_t)T * D;
+                l.m.lse_out_stride_t = 1, l.m.lse_out_stride_h = T;
             } else {
-                l.dst = recv_o + (size_t)r * thd * (size_t)p->csz;
-                l.lse_dst = recv_lse + (size_t)r * th;
-                l.dst_st = (int64_t)H * D, l.dst_sh = D;
-                l.lse_dst_st = H, l.lse_dst_sh = 1;
+                l.m.out = recv_o + (size_t)r * thd * (size_t)p->csz;
+                l.m.lse_out = recv_lse + (size_t)r * th;
+                l.m.out_stride_t = (int64_t)H * D, l.m.out_stride_h = D;
+                l.m.lse_out_stride_t = H, l.m.lse_out_stride_h = 1;
             }
             DCPATTN__TRY(dcpattn__dcp_run_kernel(v[0], p, &l, stream));
-            src_o = (const char *)l.dst;
-            src_lse = l.lse_dst;
-            so_st = l.dst_st, so_sh = l.dst_sh, sl_st = l.lse_dst_st, sl_sh = l.lse_dst_sh;
+            src_o = (const char *)l.m.out;
+            src_lse = l.m.lse_out;
+            so_st = l.m.out_stride_t, so_sh = l.m.out_stride_h, sl_st = l.m.lse_out_stride_t, sl_sh = l.m.lse_out_stride_h;
         }
         DCPATTN__NCCL_GROUP_CALL(dcpattn__nccl.GroupStart(), "ncclGroupStart");
         if (nccl_rc)
@@ -2973,12 +2944,12 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             return dcpattn__nccl_fail(comm, nccl_rc, nccl_what);
         /* merge the W slices, rank order 0..W-1 on every rank */
         memset(&l, 0, sizeof l);
-        l.n = W;
-        l.rows = T;
-        l.heads = scatter ? hw : H;
-        l.in = a->comm_dtype;
-        l.out = a->out_dtype;
-        l.o_st = so_st, l.o_sh = so_sh, l.lse_st = sl_st, l.lse_sh = sl_sh;
+        l.m.num_states = W;
+        l.m.rows = T;
+        l.m.heads = scatter ? hw : H;
+        l.m.in_dtype = a->comm_dtype;
+        l.m.out_dtype = a->out_dtype;
+        l.m.o_stride_t = so_st, l.m.o_stride_h = so_sh, l.m.lse_stride_t = sl_st, l.m.lse_stride_h = sl_sh;
         for (q = 0; q < W; q++) {
             if (scatter && q == r) { /* this rank's own block never travelled */
                 l.o[q] = src_o + (size_t)r * (size_t)hw * (size_t)so_sh * (size_t)p->csz;
@@ -2999,21 +2970,21 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
         int64_t o_st = a->o_stride_t, o_sh = a->o_stride_h, l_st = a->lse_stride_t, l_sh = a->lse_stride_h;
         const float *lse_src = a->lse;
         if (p->pack) { /* lse not one dense block: copy (o, lse) into standard layout first */
-            l.n = 1;
-            l.rows = T;
-            l.heads = H;
-            l.in = l.out = a->in_dtype;
+            l.m.num_states = 1;
+            l.m.rows = T;
+            l.m.heads = H;
+            l.m.in_dtype = l.m.out_dtype = a->in_dtype;
             l.o[0] = a->o;
             l.lse[0] = a->lse;
-            l.o_st = a->o_stride_t, l.o_sh = a->o_stride_h, l.lse_st = a->lse_stride_t, l.lse_sh = a->lse_stride_h;
-            l.dst = ws + p->off[0];
-            l.lse_dst = gl + (size_t)r * th;
-            l.dst_st = (int64_t)H * D, l.dst_sh = D, l.lse_dst_st = H, l.lse_dst_sh = 1;
-            l.base2_in = l.base2_out = a->lse_base2_in;
+            l.m.o_stride_t = a->o_stride_t, l.m.o_stride_h = a->o_stride_h, l.m.lse_stride_t = a->lse_stride_t, l.m.lse_stride_h = a->lse_stride_h;
+            l.m.out = ws + p->off[0];
+            l.m.lse_out = gl + (size_t)r * th;
+            l.m.out_stride_t = (int64_t)H * D, l.m.out_stride_h = D, l.m.lse_out_stride_t = H, l.m.lse_out_stride_h = 1;
+            l.m.lse_base2_in = l.m.lse_base2_out = a->lse_base2_in;
             DCPATTN__TRY(dcpattn__dcp_run_kernel(v[0], p, &l, stream));
-            own_o = l.dst;
-            lse_src = l.lse_dst;
-            o_st = l.dst_st, o_sh = l.dst_sh, l_st = l.lse_dst_st, l_sh = l.lse_dst_sh;
+            own_o = l.m.out;
+            lse_src = l.m.lse_out;
+            o_st = l.m.out_stride_t, o_sh = l.m.out_stride_h, l_st = l.m.lse_out_stride_t, l_sh = l.m.lse_out_stride_h;
         }
         {
             int rc = dcpattn__nccl.AllGather(lse_src, gl, th, DCPATTN__NCCL_FLOAT32, comm, stream);
@@ -3021,23 +2992,23 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
                 return dcpattn__nccl_fail(comm, rc, "ncclAllGather(lse)");
         }
         memset(&l, 0, sizeof l);
-        l.n = W;
-        l.rows = T;
-        l.heads = H;
-        l.in = a->in_dtype;
-        l.out = a->comm_dtype;
+        l.m.num_states = W;
+        l.m.rows = T;
+        l.m.heads = H;
+        l.m.in_dtype = a->in_dtype;
+        l.m.out_dtype = a->comm_dtype;
         l.o[0] = own_o;
         l.lse[0] = gl + (size_t)r * th; /* own LSE first, then the others */
         for (q = 0; q < W - 1; q++)
             l.lse[q + 1] = gl + (size_t)(q < r ? q : q + 1) * th;
         for (q = 1; q < W; q++)
             l.o[q] = own_o; /* not read by the rescale kernel */
-        l.o_st = o_st, l.o_sh = o_sh, l.lse_st = l_st, l.lse_sh = l_sh;
-        l.dst = resc; /* head-major [H][T][Dv]: rank q's heads are one contiguous chunk */
-        l.dst_st = D, l.dst_sh = (int64_t)T * D;
-        l.lse_dst = glse;
-        l.lse_dst_st = 1, l.lse_dst_sh = T;
-        l.base2_in = l.base2_out = a->lse_base2_in;
+        l.m.o_stride_t = o_st, l.m.o_stride_h = o_sh, l.m.lse_stride_t = l_st, l.m.lse_stride_h = l_sh;
+        l.m.out = resc; /* head-major [H][T][Dv]: rank q's heads are one contiguous chunk */
+        l.m.out_stride_t = D, l.m.out_stride_h = (int64_t)T * D;
+        l.m.lse_out = glse;
+        l.m.lse_out_stride_t = 1, l.m.lse_out_stride_h = T;
+        l.m.lse_base2_in = l.m.lse_base2_out = a->lse_base2_in;
         DCPATTN__TRY(dcpattn__dcp_run_kernel(v[1], p, &l, stream));
         {
             int rc = scatter ? dcpattn__nccl.ReduceScatter(resc, rs, blk, ct, DCPATTN__NCCL_SUM, comm, stream)
@@ -3047,21 +3018,21 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
         }
         /* copy into out: the summed output, weights 1, the global LSE of these heads */
         memset(&l, 0, sizeof l);
-        l.n = 1;
-        l.rows = T;
-        l.heads = scatter ? hw : H;
-        l.in = a->comm_dtype;
-        l.out = a->out_dtype;
+        l.m.num_states = 1;
+        l.m.rows = T;
+        l.m.heads = scatter ? hw : H;
+        l.m.in_dtype = a->comm_dtype;
+        l.m.out_dtype = a->out_dtype;
         l.o[0] = scatter ? (const void *)rs : (const void *)resc;
         l.lse[0] = glse + (scatter ? (size_t)r * (size_t)hw * (size_t)T : 0);
-        l.o_st = D, l.o_sh = (int64_t)T * D, l.lse_st = 1, l.lse_sh = T;
+        l.m.o_stride_t = D, l.m.o_stride_h = (int64_t)T * D, l.m.lse_stride_t = 1, l.m.lse_stride_h = T;
     }
-    l.dst = a->out;
-    l.lse_dst = a->lse_out;
-    l.dst_st = a->out_stride_t, l.dst_sh = a->out_stride_h;
-    l.lse_dst_st = a->lse_out_stride_t, l.lse_dst_sh = a->lse_out_stride_h;
-    l.base2_in = a->lse_base2_in;
-    l.base2_out = a->lse_base2_out;
+    l.m.out = a->out;
+    l.m.lse_out = a->lse_out;
+    l.m.out_stride_t = a->out_stride_t, l.m.out_stride_h = a->out_stride_h;
+    l.m.lse_out_stride_t = a->lse_out_stride_t, l.m.lse_out_stride_h = a->lse_out_stride_h;
+    l.m.lse_base2_in = a->lse_base2_in;
+    l.m.lse_base2_out = a->lse_base2_out;
     return dcpattn__dcp_run_kernel(v[2], p, &l, stream);
 }
 #undef DCPATTN__NCCL_GROUP_CALL
@@ -3084,20 +3055,21 @@ dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm,
             return DCPATTN_STATUS_SUCCESS;
         DCPATTN__TRY(dcpattn__dcp_variants(ctx, &p, 1, stream, v));
         memset(&l, 0, sizeof l); /* W = 1: the merge of one state is the combine */
-        l.n = 1;
-        l.rows = p.a.rows;
-        l.heads = p.a.heads;
-        l.in = p.a.in_dtype;
-        l.out = p.a.out_dtype;
+        l.m.num_states = 1;
+        l.m.rows = p.a.rows;
+        l.m.heads = p.a.heads;
+        l.m.in_dtype = p.a.in_dtype;
+        l.m.out_dtype = p.a.out_dtype;
         l.o[0] = p.a.o;
         l.lse[0] = p.a.lse;
-        l.o_st = p.a.o_stride_t, l.o_sh = p.a.o_stride_h, l.lse_st = p.a.lse_stride_t, l.lse_sh = p.a.lse_stride_h;
-        l.dst = p.a.out;
-        l.lse_dst = p.a.lse_out;
-        l.dst_st = p.a.out_stride_t, l.dst_sh = p.a.out_stride_h;
-        l.lse_dst_st = p.a.lse_out_stride_t, l.lse_dst_sh = p.a.lse_out_stride_h;
-        l.base2_in = p.a.lse_base2_in;
-        l.base2_out = p.a.lse_base2_out;
+        l.m.o_stride_t = p.a.o_stride_t, l.m.o_stride_h = p.a.o_stride_h;
+        l.m.lse_stride_t = p.a.lse_stride_t, l.m.lse_stride_h = p.a.lse_stride_h;
+        l.m.out = p.a.out;
+        l.m.lse_out = p.a.lse_out;
+        l.m.out_stride_t = p.a.out_stride_t, l.m.out_stride_h = p.a.out_stride_h;
+        l.m.lse_out_stride_t = p.a.lse_out_stride_t, l.m.lse_out_stride_h = p.a.lse_out_stride_h;
+        l.m.lse_base2_in = p.a.lse_base2_in;
+        l.m.lse_base2_out = p.a.lse_base2_out;
         return dcpattn__dcp_run_kernel(v[2], &p, &l, stream);
     }
     DCPATTN__TRY(dcpattn__load_nccl());

@@ -366,13 +366,13 @@ static void rescale_sim(dcpattn_context *ctx) {
     }
     for (r = 0; r < W; r++) {
         memset(&l, 0, sizeof l);
-        l.n = W, l.rows = T, l.heads = H, l.in = DCPATTN_BF16, l.out = DCPATTN_FP32;
+        l.m.num_states = W, l.m.rows = T, l.m.heads = H, l.m.in_dtype = DCPATTN_BF16, l.m.out_dtype = DCPATTN_FP32;
         l.o[0] = d_o + r * n;
         l.lse[0] = d_l + r * T * H;
         for (q = 0; q < W - 1; q++) l.lse[q + 1] = d_l + (q < r ? q : q + 1) * T * H, l.o[q + 1] = l.o[0];
-        l.o_st = H * D, l.o_sh = D, l.lse_st = H, l.lse_sh = 1;
-        l.dst = d_r, l.dst_st = D, l.dst_sh = (int64_t)T * D; /* head-major, as the real path */
-        l.lse_dst = d_gl, l.lse_dst_st = 1, l.lse_dst_sh = T;
+        l.m.o_stride_t = H * D, l.m.o_stride_h = D, l.m.lse_stride_t = H, l.m.lse_stride_h = 1;
+        l.m.out = d_r, l.m.out_stride_t = D, l.m.out_stride_h = (int64_t)T * D; /* head-major, as the real path */
+        l.m.lse_out = d_gl, l.m.lse_out_stride_t = 1, l.m.lse_out_stride_h = T;
         CUDA_OK(cudaMemset(d_r, 0xff, (size_t)n * 4));
         CHECK(dcpattn__dcp_run_kernel(v, &p, &l, 0) == 0, "rescale launch: %s", dcpattn_last_error());
         gpu_download(h_r, d_r, (size_t)n * 4);
