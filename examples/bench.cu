@@ -930,9 +930,10 @@ static double host_cost_us(const std::function<void()> &fn, cudaStream_t st, int
 }
 
 static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
-    /* a tiny case: one sequence, G1's heads, 1024 local tokens, q_len 1 */
-    const int B = 1, Hq = 64, Hkv = 8, D = 128, S = 1024, page = 16, npg = S / page;
-    dcpattn_attn_desc d;
+    /* a tiny case: one sequence, G1's heads, 1024 local tokens, q_len 1, W = 1 */
+    const attn_case tiny = {"HOST", 0, 0, 1, 64, 8, 128, 128, 1024, 16, 1, 0, 1, {1}};
+    const int B = tiny.B, Hq = tiny.Hq, Hkv = tiny.Hkv, D = tiny.Dqk, S = tiny.S, page = tiny.page, npg = S / page;
+    dcpattn_attn_desc d = case_desc(&tiny, 1, 0);
     dcpattn_attn_plan *plans[2];
     dcpattn_attn_args a;
     void *d_k, *d_v, *d_q, *d_out, *ws[2] = {NULL, NULL};
@@ -954,15 +955,6 @@ static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
     d_cu = (int32_t *)gpu_upload(cu.data(), 8);
     d_used = (int32_t *)gpu_upload(used.data(), 4);
     CUDA_OK(cudaDeviceSynchronize());
-    memset(&d, 0, sizeof d);
-    d.dtype = DCPATTN_BF16;
-    d.num_q_heads = Hq;
-    d.num_kv_heads = Hkv;
-    d.head_dim = D;
-    d.page_size = page;
-    d.max_batch = B;
-    d.max_q_len = 1;
-    d.max_seqlen_k = S;
     for (int i = 0; i < 2; i++) {
         d.num_splits = i == 0 ? 0 : 1; /* 0: the heuristic; 1: one launch */
         DC_OK(dcpattn_attn_plan_create(ctx, &d, &plans[i]));
