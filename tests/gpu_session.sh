@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpu_session.sh — everything one call on the GPU machine runs, in priority order, each step
 # bounded, logs under $OUT (what is there comes back even if the call runs out of time):
-# make test, make demo, the benchmark, compute-sanitizer over the quick GPU subsets, then
+# make test, make demo, the benchmark, DCP over NCCL (tests/gpu_multi.sh), compute-sanitizer
+# over the quick GPU subsets, then
 # compute-sanitizer over the full GPU suites (a separate step of at most ~200 s,
 # SANITIZE_FULL_SECONDS). `tests/gpu_session.sh sanitize-full` runs only that last step
 # (building what it needs first).
@@ -64,6 +65,8 @@ step test 300 make -j16 test
 TAIL=12 step demo 60 make demo
 make -s build/bench > "$OUT/build-bench.log" 2>&1
 TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 60
+# DCP over NCCL (examples/dcp_nccl) for every world size this machine has GPUs for (W = 1 on one)
+RUN_SECONDS=60 TAIL=30 step multi 300 sh tests/gpu_multi.sh
 # the quick subsets first: priority order; whatever the call's time limit cuts off is simply
 # missing from the log
 for run in "memcheck test_gpu_attn" "racecheck test_gpu_attn" "memcheck test_gpu_mla" \
