@@ -2240,7 +2240,8 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     return best_s;
 }
 
-/* The launch parameters that depend only on the descriptor, built once per plan. */
+/* The launch parameters that depend only on the descriptor, built once per plan, and the
+   workspace of the split partials when a merge kernel merges them. */
 static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     const dcpattn_attn_desc *d = &p->d;
     dcpattn_attn_kparams *kp = &p->kp;
@@ -2258,10 +2259,13 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
     kp->cluster_merge = p->cluster;
     if (p->num_splits > 1 && !p->cluster) {
-        /* partials o fp32 [splits, max_total_q, hq, dv], lse fp32 [splits, max_total_q, hq],
-           merged (base 2 in) into out and lse */
+        /* partials o fp32 [splits, max_total_q, hq, dv], then (256-byte aligned) lse fp32
+           [splits, max_total_q, hq], merged (base 2 in) into out and lse */
         dcpattn_merge_args m;
         kp->part_split_stride = (long long)d->max_total_q * d->num_q_heads;
+        p->part_offset_lse = ((size_t)p->num_splits * (size_t)kp->part_split_stride * (size_t)d->head_dim_v * 4u + 255u) &
+                             ~(size_t)255u;
+        p->workspace_bytes = p->part_offset_lse + (size_t)p->num_splits * (size_t)kp->part_split_stride * 4u;
         memset(&m, 0, sizeof m);
         m.num_states = p->num_splits;
         m.rows = d->max_total_q;
@@ -2284,7 +2288,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
                                         dcpattn_attn_plan **out) {
     dcpattn_attn_plan *p;
     dcpattn_status s;
-    int group, cluster_ok;
+    int group, num_sms;
     if (!ctx || !out)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_plan_create: NULL context or out");
     *out = NULL;
@@ -2302,31 +2306,23 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     if (!s)
         s = dcpattn__ensure(ctx, p->variant, &p->attn, NULL);
     if (!s) {
+        num_sms = p->d.num_sms ? p->d.num_sms : ctx->num_sms;
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
-        cluster_ok = dcpattn__cluster_merge_ok(ctx, p->attn);
-        p->num_splits = p->d.num_splits ? p->d.num_splits
-                                         : dcpattn__auto_splits(&p->d, p->d.num_sms ? p->d.num_sms : ctx->num_sms,
-                                                                p->row_tiles, p->attn);
+        p->num_splits = p->d.num_splits ? p->d.num_splits : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
         /* Clusters only for grids of at most one CTA per SM: there the second launch is a
            large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
            3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
            cost more than the merge kernel (G2, 256 CTAs in clusters of 4: 75 % of the read
            ceiling against 95 %). */
-        p->cluster = cluster_ok && p->num_splits > 1 && p->num_splits <= p->attn->cluster_splits &&
-                     (int64_t)p->d.max_batch * p->d.num_kv_heads * p->row_tiles * p->num_splits <=
-                         (p->d.num_sms ? p->d.num_sms : ctx->num_sms);
+        p->cluster = p->num_splits > 1 && p->num_splits <= p->attn->cluster_splits &&
+                     (int64_t)p->d.max_batch * p->d.num_kv_heads * p->row_tiles * p->num_splits <= num_sms &&
+                     dcpattn__cluster_merge_ok(ctx, p->attn);
         if (p->num_splits > 1 && !p->cluster) {
             char mname[64];
             s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
             if (!s)
                 s = dcpattn__ensure(ctx, mname, &p->merge, NULL);
-            /* partials: o fp32 [splits, max_total_q, hq, dv], then lse fp32 [splits, max_total_q, hq] */
-            p->part_offset_lse = (size_t)p->num_splits * (size_t)p->d.max_total_q * (size_t)p->d.num_q_heads *
-                                 (size_t)p->d.head_dim_v * 4u;
-            p->part_offset_lse = (p->part_offset_lse + 255u) & ~(size_t)255u;
-            p->workspace_bytes = p->part_offset_lse +
-                                 (size_t)p->num_splits * (size_t)p->d.max_total_q * (size_t)p->d.num_q_heads * 4u;
         }
         if (!s)
             dcpattn__attn_plan_kparams(p);
@@ -2836,6 +2832,23 @@ typedef struct dcpattn__dcp_launch {
     const float *lse[DCPATTN_MAX_MERGE_STATES];
 } dcpattn__dcp_launch;
 
+/* The caller's partial state (o, lse and their strides) as state 0 of a launch. */
+static void dcpattn__dcp_from_caller(dcpattn__dcp_launch *l, const dcpattn_dcp_combine_args *a) {
+    l->o[0] = a->o;
+    l->lse[0] = a->lse;
+    l->m.o_stride_t = a->o_stride_t, l->m.o_stride_h = a->o_stride_h;
+    l->m.lse_stride_t = a->lse_stride_t, l->m.lse_stride_h = a->lse_stride_h;
+}
+/* The caller's out and lse_out (strides, LSE bases) as the destination of a launch. */
+static void dcpattn__dcp_to_caller(dcpattn__dcp_launch *l, const dcpattn_dcp_combine_args *a) {
+    l->m.out = a->out;
+    l->m.lse_out = a->lse_out;
+    l->m.out_stride_t = a->out_stride_t, l->m.out_stride_h = a->out_stride_h;
+    l->m.lse_out_stride_t = a->lse_out_stride_t, l->m.lse_out_stride_h = a->lse_out_stride_h;
+    l->m.lse_base2_in = a->lse_base2_in;
+    l->m.lse_base2_out = a->lse_base2_out;
+}
+
 static dcpattn_status dcpattn__dcp_run_kernel(const dcpattn__variant *v, const dcpattn__dcp_plan *p,
                                               dcpattn__dcp_launch *l, dcpattn_stream stream) {
     l->m.head_dim = p->a.head_dim;
@@ -2887,12 +2900,7 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             l.m.heads = H;
             l.m.in_dtype = a->in_dtype;
             l.m.out_dtype = a->comm_dtype;
-            l.o[0] = a->o;
-            l.lse[0] = a->lse;
-            l.m.o_stride_t = a->o_stride_t;
-            l.m.o_stride_h = a->o_stride_h;
-            l.m.lse_stride_t = a->lse_stride_t;
-            l.m.lse_stride_h = a->lse_stride_h;
+            dcpattn__dcp_from_caller(&l, a);
             l.m.lse_base2_in = l.m.lse_base2_out = a->lse_base2_in;
             if (scatter) {
                 l.m.out = ws + p->off[0];
@@ -2908,7 +2916,8 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             DCPATTN__TRY(dcpattn__dcp_run_kernel(v[0], p, &l, stream));
             src_o = (const char *)l.m.out;
             src_lse = l.m.lse_out;
-            so_st = l.m.out_stride_t, so_sh = l.m.out_stride_h, sl_st = l.m.lse_out_stride_t, sl_sh = l.m.lse_out_stride_h;
+            so_st = l.m.out_stride_t, so_sh = l.m.out_stride_h;
+            sl_st = l.m.lse_out_stride_t, sl_sh = l.m.lse_out_stride_h;
         }
         DCPATTN__NCCL_GROUP_CALL(dcpattn__nccl.GroupStart(), "ncclGroupStart");
         if (nccl_rc)
@@ -2974,9 +2983,7 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             l.m.rows = T;
             l.m.heads = H;
             l.m.in_dtype = l.m.out_dtype = a->in_dtype;
-            l.o[0] = a->o;
-            l.lse[0] = a->lse;
-            l.m.o_stride_t = a->o_stride_t, l.m.o_stride_h = a->o_stride_h, l.m.lse_stride_t = a->lse_stride_t, l.m.lse_stride_h = a->lse_stride_h;
+            dcpattn__dcp_from_caller(&l, a);
             l.m.out = ws + p->off[0];
             l.m.lse_out = gl + (size_t)r * th;
             l.m.out_stride_t = (int64_t)H * D, l.m.out_stride_h = D, l.m.lse_out_stride_t = H, l.m.lse_out_stride_h = 1;
@@ -2984,7 +2991,8 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
             DCPATTN__TRY(dcpattn__dcp_run_kernel(v[0], p, &l, stream));
             own_o = l.m.out;
             lse_src = l.m.lse_out;
-            o_st = l.m.out_stride_t, o_sh = l.m.out_stride_h, l_st = l.m.lse_out_stride_t, l_sh = l.m.lse_out_stride_h;
+            o_st = l.m.out_stride_t, o_sh = l.m.out_stride_h;
+            l_st = l.m.lse_out_stride_t, l_sh = l.m.lse_out_stride_h;
         }
         {
             int rc = dcpattn__nccl.AllGather(lse_src, gl, th, DCPATTN__NCCL_FLOAT32, comm, stream);
@@ -3027,12 +3035,7 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
         l.lse[0] = glse + (scatter ? (size_t)r * (size_t)hw * (size_t)T : 0);
         l.m.o_stride_t = D, l.m.o_stride_h = (int64_t)T * D, l.m.lse_stride_t = 1, l.m.lse_stride_h = T;
     }
-    l.m.out = a->out;
-    l.m.lse_out = a->lse_out;
-    l.m.out_stride_t = a->out_stride_t, l.m.out_stride_h = a->out_stride_h;
-    l.m.lse_out_stride_t = a->lse_out_stride_t, l.m.lse_out_stride_h = a->lse_out_stride_h;
-    l.m.lse_base2_in = a->lse_base2_in;
-    l.m.lse_base2_out = a->lse_base2_out;
+    dcpattn__dcp_to_caller(&l, a);
     return dcpattn__dcp_run_kernel(v[2], p, &l, stream);
 }
 #undef DCPATTN__NCCL_GROUP_CALL
@@ -3060,16 +3063,8 @@ dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm,
         l.m.heads = p.a.heads;
         l.m.in_dtype = p.a.in_dtype;
         l.m.out_dtype = p.a.out_dtype;
-        l.o[0] = p.a.o;
-        l.lse[0] = p.a.lse;
-        l.m.o_stride_t = p.a.o_stride_t, l.m.o_stride_h = p.a.o_stride_h;
-        l.m.lse_stride_t = p.a.lse_stride_t, l.m.lse_stride_h = p.a.lse_stride_h;
-        l.m.out = p.a.out;
-        l.m.lse_out = p.a.lse_out;
-        l.m.out_stride_t = p.a.out_stride_t, l.m.out_stride_h = p.a.out_stride_h;
-        l.m.lse_out_stride_t = p.a.lse_out_stride_t, l.m.lse_out_stride_h = p.a.lse_out_stride_h;
-        l.m.lse_base2_in = p.a.lse_base2_in;
-        l.m.lse_base2_out = p.a.lse_base2_out;
+        dcpattn__dcp_from_caller(&l, &p.a);
+        dcpattn__dcp_to_caller(&l, &p.a);
         return dcpattn__dcp_run_kernel(v[2], &p, &l, stream);
     }
     DCPATTN__TRY(dcpattn__load_nccl());
