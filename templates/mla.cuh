@@ -8,8 +8,10 @@
 // Warps (384 threads): two consumer warpgroups (warps 0-7) and one producer warpgroup
 // (warps 8-11); setmaxnreg moves registers from the producer to the consumers.
 //   producer: gathers each 64 x 576 K tile into shared memory with 16-byte cp.async (page
-//     looked up per token, so any page size and any 16-byte-aligned token stride works;
-//     tokens past the CTA's last visible key are zero-filled and never read from memory),
+//     looked up per token, so any page size and any 16-byte-aligned token stride works; the
+//     next tile's page ids are loaded before the current tile's stage is waited for, so no
+//     page-table latency sits between a freed stage and its copies; tokens past the CTA's
+//     last visible key are zero-filled and never read from memory),
 //     waits for its own copies, fences them into the async proxy and arrives on the stage's
 //     `full` mbarrier. Two stages; the consumers free a stage through its `empty` mbarrier.
 //   consumers: warpgroup w computes S = Q K^T for the 64 rows x keys [32w, 32w+32) of the
@@ -200,8 +202,23 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         const int ps_shift = __ffs(ps) - 1;
         const int sub = pt & 7, trow = pt >> 3;
         const char *kb = static_cast<const char *>(p.k) + sub * 16;
+        // page of token rnd * 16 + trow of tile t (clamped to the last visible key: the copy of a
+        // token past it is zero-filled and reads nothing)
+        auto pages = [&](int t, int (&pg)[KV_TILE / 16]) {
+#pragma unroll
+            for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) {
+                const int l = min(kv_begin + t * KV_TILE + rnd * 16 + trow, cta_hi - 1);
+                pg[rnd] = ldg_i32(bt + (ps_pow2 ? (l >> ps_shift) : (l / ps)));
+            }
+        };
+        int pg_next[KV_TILE / 16];
+        if (n_tiles > 0) pages(0, pg_next);
         for (int t = 0; t < n_tiles; ++t) {
             const int s = t & 1;
+            int pg[KV_TILE / 16];
+#pragma unroll
+            for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) pg[rnd] = pg_next[rnd];
+            if (t + 1 < n_tiles) pages(t + 1, pg_next);
             if (t >= Tr::STAGES) mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             const unsigned stage = sK + s * TILE_BYTES;
             const int ts = kv_begin + t * KV_TILE;
@@ -209,12 +226,8 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) {
                 const int tok = rnd * 16 + trow, l = ts + tok;
                 const bool ok = l < cta_hi;
-                long long off = 0;
-                if (ok) {
-                    const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
-                    const int pg = ldg_i32(bt + pi);
-                    off = ((long long)pg * p.k_sp + (long long)(l - pi * ps) * p.k_st) * 2;
-                }
+                const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
+                const long long off = ok ? ((long long)pg[rnd] * p.k_sp + (long long)(l - pi * ps) * p.k_st) * 2 : 0;
                 const unsigned dst = stage + tok * 128 + ((sub ^ (tok & 7)) << 4);
                 const char *src = kb + off;
 #pragma unroll
