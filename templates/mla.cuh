@@ -63,7 +63,11 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int SMEM_BYTES = SMEM_BAR + 64 + 1024;      // + slack to align to 1024
 
     static_assert(THREADS == 384, "two consumer warpgroups and one producer warpgroup");
-    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 <= 65536
+    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+    // The consumers' setmaxnreg.inc waits for registers in the CTA's pool, which holds what the
+    // launch allocated (384 threads x 168, the most __launch_bounds__(384, 1) leaves) plus what
+    // the producer's setmaxnreg.dec gives back: asking for more than that never returns.
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 384 * 168, "register pool of the launch");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "the parity arithmetic assumes two stages");
 };
