@@ -771,7 +771,7 @@ struct dcpattn_context {
     int num_defaults;
     char cache_dirs[8][1024];
     int num_cache_dirs, memory_only_warned;
-    char merge_names[4][4][32]; /* [in dtype][out dtype], memo of the generator's names */
+    char pair_names[2][4][4][32]; /* [merge, combine][in dtype][out dtype]: the generator's names */
 };
 
 #if defined(__GNUC__)
@@ -1645,14 +1645,6 @@ static dcpattn_status dcpattn__variant_for_run_locked(dcpattn_context *ctx, cons
                              "before capture", name);
     return dcpattn__ensure(ctx, name, out, NULL);
 }
-static dcpattn_status dcpattn__variant_for_run(dcpattn_context *ctx, const char *name, dcpattn_stream stream,
-                                               dcpattn__variant **out) {
-    dcpattn_status s;
-    pthread_mutex_lock(&ctx->lock);
-    s = dcpattn__variant_for_run_locked(ctx, name, stream, out);
-    pthread_mutex_unlock(&ctx->lock);
-    return s;
-}
 
 /* =============================== validation =============================== */
 static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : 2; }
@@ -1863,18 +1855,19 @@ static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcp
     return dcpattn__launch(v, dcpattn__merge_grid(v, a), 1, 1, 1, &kp, stream, "merge launch");
 }
 
-/* Canonical merge variant name, from the generator (the one place names are made). */
-static dcpattn_status dcpattn__merge_name(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out, char *buf,
-                                          size_t n) {
+/* Canonical name of the merge (family 0) or combine-rescale (family 1) variant in -> out, from
+   the generator (the one place names are made), memoized per context. Called with ctx->lock. */
+static dcpattn_status dcpattn__pair_name(dcpattn_context *ctx, int family, dcpattn_dtype in, dcpattn_dtype out,
+                                         char *buf, size_t n) {
     lua_State *L = ctx->L;
-    char *memo = ctx->merge_names[in][out];
+    char *memo = ctx->pair_names[family][in][out];
     if (memo[0]) {
         snprintf(buf, n, "%s", memo);
         return DCPATTN_STATUS_SUCCESS;
     }
     dcpattn__lua_fn(ctx, "name");
     lua_createtable(L, 0, 3);
-    lua_pushstring(L, "merge");
+    lua_pushstring(L, family ? "combine" : "merge");
     lua_setfield(L, -2, "family");
     lua_pushstring(L, dcpattn__dtype_name(in));
     lua_setfield(L, -2, "in_dtype");
@@ -1886,20 +1879,20 @@ static dcpattn_status dcpattn__merge_name(dcpattn_context *ctx, dcpattn_dtype in
         lua_pop(L, 2);
         return s;
     }
-    snprintf(memo, sizeof ctx->merge_names[0][0], "%s", lua_tostring(L, -2));
+    snprintf(memo, sizeof ctx->pair_names[0][0][0], "%s", lua_tostring(L, -2));
     snprintf(buf, n, "%s", memo);
     lua_pop(L, 2);
     return DCPATTN_STATUS_SUCCESS;
 }
 
-/* The merge variant in -> out for a run on `stream` (found, loaded or compiled), in one trip
-   through the context lock. */
-static dcpattn_status dcpattn__merge_variant(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out,
-                                             dcpattn_stream stream, dcpattn__variant **v) {
+/* The merge (family 0) or combine-rescale (family 1) variant in -> out for a run on `stream`
+   (found, loaded or compiled), in one trip through the context lock. */
+static dcpattn_status dcpattn__pair_variant(dcpattn_context *ctx, int family, dcpattn_dtype in, dcpattn_dtype out,
+                                            dcpattn_stream stream, dcpattn__variant **v) {
     char name[64];
     dcpattn_status s;
     pthread_mutex_lock(&ctx->lock);
-    s = dcpattn__merge_name(ctx, in, out, name, sizeof name);
+    s = dcpattn__pair_name(ctx, family, in, out, name, sizeof name);
     if (!s)
         s = dcpattn__variant_for_run_locked(ctx, name, stream, v);
     pthread_mutex_unlock(&ctx->lock);
@@ -1914,7 +1907,7 @@ dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *arg
     DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
     if (ctx->compile_only)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
-    DCPATTN__TRY(dcpattn__merge_variant(ctx, n.in_dtype, n.out_dtype, stream, &v));
+    DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, n.in_dtype, n.out_dtype, stream, &v));
     return dcpattn__merge_launch(v, &n, NULL, stream);
 }
 
@@ -2320,7 +2313,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
                      dcpattn__cluster_merge_ok(ctx, p->attn);
         if (p->num_splits > 1 && !p->cluster) {
             char mname[64];
-            s = dcpattn__merge_name(ctx, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
+            s = dcpattn__pair_name(ctx, 0, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
             if (!s)
                 s = dcpattn__ensure(ctx, mname, &p->merge, NULL);
         }
@@ -2752,63 +2745,23 @@ dcpattn_status dcpattn_dcp_combine_workspace_size(const dcpattn_dcp_combine_args
     return DCPATTN_STATUS_SUCCESS;
 }
 
-/* Canonical name of a combine (rescale) variant, from the generator; memoized process-wide
-   (names depend on the generator only). TODO(header): a per-context memo like merge_names. */
-static dcpattn_status dcpattn__combine_name(dcpattn_context *ctx, dcpattn_dtype in, dcpattn_dtype out, char *buf,
-                                            size_t n) {
-    static char memo[4][4][64];
-    lua_State *L = ctx->L;
-    dcpattn_status s = DCPATTN_STATUS_SUCCESS;
-    pthread_mutex_lock(&dcpattn__lib_lock);
-    snprintf(buf, n, "%s", memo[in][out]);
-    pthread_mutex_unlock(&dcpattn__lib_lock);
-    if (buf[0])
-        return DCPATTN_STATUS_SUCCESS;
-    pthread_mutex_lock(&ctx->lock);
-    dcpattn__lua_fn(ctx, "name");
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, "combine");
-    lua_setfield(L, -2, "family");
-    lua_pushstring(L, dcpattn__dtype_name(in));
-    lua_setfield(L, -2, "in_dtype");
-    lua_pushstring(L, dcpattn__dtype_name(out));
-    lua_setfield(L, -2, "out_dtype");
-    s = dcpattn__lua_pcall(ctx, 1, 2);
-    if (!s) {
-        if (!lua_isstring(L, -2))
-            s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
-        else
-            snprintf(buf, n, "%s", lua_tostring(L, -2));
-        lua_pop(L, 2);
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    if (!s) {
-        pthread_mutex_lock(&dcpattn__lib_lock);
-        snprintf(memo[in][out], sizeof memo[in][out], "%s", buf);
-        pthread_mutex_unlock(&dcpattn__lib_lock);
-    }
-    return s;
-}
-
 /* The kernels of a plan: [0] pack (merge in -> comm, or in -> in for AG_RS), [1] rescale
    (AG_RS), [2] final merge (comm -> out). Unused entries stay NULL. */
 static dcpattn_status dcpattn__dcp_variants(dcpattn_context *ctx, const dcpattn__dcp_plan *p, int local_only,
                                             dcpattn_stream stream, dcpattn__variant *v[3]) {
     const dcpattn_dcp_combine_args *a = &p->a;
-    char name[64];
     v[0] = v[1] = v[2] = NULL;
     if (local_only)
-        return dcpattn__merge_variant(ctx, a->in_dtype, a->out_dtype, stream, &v[2]);
+        return dcpattn__pair_variant(ctx, 0, a->in_dtype, a->out_dtype, stream, &v[2]);
     if (a->transport == DCPATTN_DCP_A2A) {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__merge_variant(ctx, a->in_dtype, a->comm_dtype, stream, &v[0]));
+            DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, a->in_dtype, a->comm_dtype, stream, &v[0]));
     } else {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__merge_variant(ctx, a->in_dtype, a->in_dtype, stream, &v[0]));
-        DCPATTN__TRY(dcpattn__combine_name(ctx, a->in_dtype, a->comm_dtype, name, sizeof name));
-        DCPATTN__TRY(dcpattn__variant_for_run(ctx, name, stream, &v[1]));
+            DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, a->in_dtype, a->in_dtype, stream, &v[0]));
+        DCPATTN__TRY(dcpattn__pair_variant(ctx, 1, a->in_dtype, a->comm_dtype, stream, &v[1]));
     }
-    return dcpattn__merge_variant(ctx, a->comm_dtype, a->out_dtype, stream, &v[2]);
+    return dcpattn__pair_variant(ctx, 0, a->comm_dtype, a->out_dtype, stream, &v[2]);
 }
 
 dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_dcp_combine_args *args) {

@@ -200,6 +200,20 @@ static void nvrtc_compile(void) {
     else
         CHECK(s == DCPATTN_STATUS_SUCCESS, "NVRTC compile of the combine kernels: %s", dcpattn_last_error());
     CHECK(dcpattn_dcp_combine(ctx, NULL, NULL, 0) == DCPATTN_STATUS_INVALID_ARGUMENT, "compile-only context refused");
+    /* the generator names the merge and rescale variants (twice each: the second from the
+       context's memo) */
+    {
+        char name[64];
+        int k;
+        pthread_mutex_lock(&ctx->lock);
+        for (k = 0; k < 2; k++) {
+            CHECK(dcpattn__pair_name(ctx, 1, DCPATTN_BF16, DCPATTN_FP32, name, sizeof name) == 0 &&
+                      !strcmp(name, "combine_bf16_fp32"), "combine name %s", name);
+            CHECK(dcpattn__pair_name(ctx, 0, DCPATTN_FP32, DCPATTN_BF16, name, sizeof name) == 0 &&
+                      !strcmp(name, "merge_fp32_bf16"), "merge name %s", name);
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
     dcpattn_context_destroy(ctx);
 }
 
@@ -340,7 +354,6 @@ static void rescale_sim(dcpattn_context *ctx) {
     dcpattn__dcp_launch l;
     dcpattn__variant *v;
     dcpattn_dcp_combine_args a;
-    char name[64];
     ref_merge_args m;
     int r, q, i;
     double err = 0, lerr = 0;
@@ -358,10 +371,8 @@ static void rescale_sim(dcpattn_context *ctx) {
     memset(&a, 0, sizeof a);
     a.world = W, a.rows = T, a.heads = H, a.head_dim = D;
     CHECK(dcpattn__dcp_normalize(&a, &p, 0) == 0, "plan");
-    CHECK(dcpattn__combine_name(ctx, DCPATTN_BF16, DCPATTN_FP32, name, sizeof name) == 0 &&
-              !strcmp(name, "combine_bf16_fp32"), "combine name %s", name);
-    if (dcpattn__variant_for_run(ctx, name, 0, &v) != DCPATTN_STATUS_SUCCESS) {
-        CHECK(0, "load %s: %s", name, dcpattn_last_error());
+    if (dcpattn__pair_variant(ctx, 1, DCPATTN_BF16, DCPATTN_FP32, 0, &v) != DCPATTN_STATUS_SUCCESS) {
+        CHECK(0, "load combine_bf16_fp32: %s", dcpattn_last_error());
         return;
     }
     for (r = 0; r < W; r++) {
