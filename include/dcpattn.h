@@ -1855,7 +1855,10 @@ static dcpattn_status dcpattn__merge_launch(const dcpattn__variant *v, const dcp
     return dcpattn__launch(v, dcpattn__merge_grid(v, a), 1, 1, 1, &kp, stream, "merge launch");
 }
 
-/* Canonical name of the merge (family 0) or combine-rescale (family 1) variant in -> out, from
+/* The two kernel families named by (in dtype, out dtype) alone. */
+enum { DCPATTN__MERGE = 0, DCPATTN__RESCALE = 1 };
+
+/* Canonical name of the merge or combine-rescale variant in -> out, from
    the generator (the one place names are made), memoized per context. Called with ctx->lock. */
 static dcpattn_status dcpattn__pair_name(dcpattn_context *ctx, int family, dcpattn_dtype in, dcpattn_dtype out,
                                          char *buf, size_t n) {
@@ -1867,7 +1870,7 @@ static dcpattn_status dcpattn__pair_name(dcpattn_context *ctx, int family, dcpat
     }
     dcpattn__lua_fn(ctx, "name");
     lua_createtable(L, 0, 3);
-    lua_pushstring(L, family ? "combine" : "merge");
+    lua_pushstring(L, family == DCPATTN__RESCALE ? "combine" : "merge");
     lua_setfield(L, -2, "family");
     lua_pushstring(L, dcpattn__dtype_name(in));
     lua_setfield(L, -2, "in_dtype");
@@ -1885,7 +1888,7 @@ static dcpattn_status dcpattn__pair_name(dcpattn_context *ctx, int family, dcpat
     return DCPATTN_STATUS_SUCCESS;
 }
 
-/* The merge (family 0) or combine-rescale (family 1) variant in -> out for a run on `stream`
+/* The merge or combine-rescale variant in -> out for a run on `stream`
    (found, loaded or compiled), in one trip through the context lock. */
 static dcpattn_status dcpattn__pair_variant(dcpattn_context *ctx, int family, dcpattn_dtype in, dcpattn_dtype out,
                                             dcpattn_stream stream, dcpattn__variant **v) {
@@ -1907,7 +1910,7 @@ dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *arg
     DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
     if (ctx->compile_only)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
-    DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, n.in_dtype, n.out_dtype, stream, &v));
+    DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__MERGE, n.in_dtype, n.out_dtype, stream, &v));
     return dcpattn__merge_launch(v, &n, NULL, stream);
 }
 
@@ -2313,7 +2316,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
                      dcpattn__cluster_merge_ok(ctx, p->attn);
         if (p->num_splits > 1 && !p->cluster) {
             char mname[64];
-            s = dcpattn__pair_name(ctx, 0, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
+            s = dcpattn__pair_name(ctx, DCPATTN__MERGE, DCPATTN_FP32, p->d.dtype, mname, sizeof mname);
             if (!s)
                 s = dcpattn__ensure(ctx, mname, &p->merge, NULL);
         }
@@ -2752,16 +2755,16 @@ static dcpattn_status dcpattn__dcp_variants(dcpattn_context *ctx, const dcpattn_
     const dcpattn_dcp_combine_args *a = &p->a;
     v[0] = v[1] = v[2] = NULL;
     if (local_only)
-        return dcpattn__pair_variant(ctx, 0, a->in_dtype, a->out_dtype, stream, &v[2]);
+        return dcpattn__pair_variant(ctx, DCPATTN__MERGE, a->in_dtype, a->out_dtype, stream, &v[2]);
     if (a->transport == DCPATTN_DCP_A2A) {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, a->in_dtype, a->comm_dtype, stream, &v[0]));
+            DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__MERGE, a->in_dtype, a->comm_dtype, stream, &v[0]));
     } else {
         if (p->pack)
-            DCPATTN__TRY(dcpattn__pair_variant(ctx, 0, a->in_dtype, a->in_dtype, stream, &v[0]));
-        DCPATTN__TRY(dcpattn__pair_variant(ctx, 1, a->in_dtype, a->comm_dtype, stream, &v[1]));
+            DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__MERGE, a->in_dtype, a->in_dtype, stream, &v[0]));
+        DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__RESCALE, a->in_dtype, a->comm_dtype, stream, &v[1]));
     }
-    return dcpattn__pair_variant(ctx, 0, a->comm_dtype, a->out_dtype, stream, &v[2]);
+    return dcpattn__pair_variant(ctx, DCPATTN__MERGE, a->comm_dtype, a->out_dtype, stream, &v[2]);
 }
 
 dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_dcp_combine_args *args) {

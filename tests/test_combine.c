@@ -207,9 +207,9 @@ static void nvrtc_compile(void) {
         int k;
         pthread_mutex_lock(&ctx->lock);
         for (k = 0; k < 2; k++) {
-            CHECK(dcpattn__pair_name(ctx, 1, DCPATTN_BF16, DCPATTN_FP32, name, sizeof name) == 0 &&
+            CHECK(dcpattn__pair_name(ctx, DCPATTN__RESCALE, DCPATTN_BF16, DCPATTN_FP32, name, sizeof name) == 0 &&
                       !strcmp(name, "combine_bf16_fp32"), "combine name %s", name);
-            CHECK(dcpattn__pair_name(ctx, 0, DCPATTN_FP32, DCPATTN_BF16, name, sizeof name) == 0 &&
+            CHECK(dcpattn__pair_name(ctx, DCPATTN__MERGE, DCPATTN_FP32, DCPATTN_BF16, name, sizeof name) == 0 &&
                       !strcmp(name, "merge_fp32_bf16"), "merge name %s", name);
         }
         pthread_mutex_unlock(&ctx->lock);
@@ -371,7 +371,7 @@ static void rescale_sim(dcpattn_context *ctx) {
     memset(&a, 0, sizeof a);
     a.world = W, a.rows = T, a.heads = H, a.head_dim = D;
     CHECK(dcpattn__dcp_normalize(&a, &p, 0) == 0, "plan");
-    if (dcpattn__pair_variant(ctx, 1, DCPATTN_BF16, DCPATTN_FP32, 0, &v) != DCPATTN_STATUS_SUCCESS) {
+    if (dcpattn__pair_variant(ctx, DCPATTN__RESCALE, DCPATTN_BF16, DCPATTN_FP32, 0, &v) != DCPATTN_STATUS_SUCCESS) {
         CHECK(0, "load combine_bf16_fp32: %s", dcpattn_last_error());
         return;
     }
