@@ -422,6 +422,8 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         int lse_base2_in, lse_base2_out;                                              \
     } dcpattn_merge_kparams;                                                          \
     typedef struct dcpattn_attn_kparams {                                             \
+        /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
+        unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
         const void *q;                                                                \
         const void *k;                                                                \
         const void *v;                                                                \
@@ -610,6 +612,10 @@ typedef struct dcpattn__driver_api {
     /* optional (CUDA 12+): thread-block cluster launches; NULL where the driver lacks it */
     dcpattn__CUresult (*LaunchKernelEx)(const struct dcpattn__CUlaunchConfig *, dcpattn__CUfunction, void **,
                                         void **);
+    /* optional (CUDA 12+): TMA maps, for the MLA kernels; NULL where the driver lacks it */
+    dcpattn__CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
+                                              const unsigned long long *, const unsigned *, const unsigned *, int, int,
+                                              int, int);
     dcpattn__CUresult (*StreamIsCapturing)(dcpattn_stream, int *);
     dcpattn__CUresult (*StreamQuery)(dcpattn_stream);
     dcpattn__CUresult (*GetErrorString)(dcpattn__CUresult, const char **);
@@ -683,6 +689,8 @@ static dcpattn_status dcpattn__load_driver(void) {
             {
                 void *ex = dlsym(lib, "cuLaunchKernelEx"); /* optional */
                 memcpy(&dcpattn__cu.LaunchKernelEx, &ex, sizeof ex);
+                ex = dlsym(lib, "cuTensorMapEncodeTiled"); /* optional */
+                memcpy(&dcpattn__cu.TensorMapEncodeTiled, &ex, sizeof ex);
             }
             if (missing)
                 snprintf(why, sizeof why, "libcuda lacks %s", missing);
@@ -1958,6 +1966,10 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA (head_dim 576/512) needs num_kv_heads = 1 and num_q_heads <= 128, got %d and %d",
                                  d->num_kv_heads, d->num_q_heads);
+        /* the kernels' 64-token tiles come in by TMA, in boxes that never cross a page */
+        if (d->page_size >= 1 && d->page_size != 16 && d->page_size != 32 && d->page_size % 64)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: MLA page_size = %d (must be 16, 32 or a multiple of 64)", d->page_size);
     } else {
         if (d->head_dim != d->head_dim_v || !dcpattn__gqa_head_dim_ok(d->head_dim))
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
@@ -2337,6 +2349,25 @@ size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan) { return plan 
 int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan) { return plan ? plan->num_splits : 0; }
 const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan) { return plan ? plan->variant : ""; }
 
+/* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
+   tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
+   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles. */
+static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
+    enum { UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3, OOB_FILL_NONE = 0 }; /* cuda.h's values */
+    const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
+    const unsigned long long stride[2] = {(unsigned long long)a->k_stride_t * 2u, (unsigned long long)a->k_stride_page * 2u};
+    const unsigned box[3] = {64u, (unsigned)(d->page_size < 64 ? d->page_size : 64), 1u}, one[3] = {1u, 1u, 1u};
+    if (!dcpattn__cu.TensorMapEncodeTiled)
+        return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "attn: MLA needs cuTensorMapEncodeTiled (a CUDA 12 driver)");
+    if (a->num_pages > 0xffffffffLL || a->k_stride_page >= (1LL << 39))
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: MLA: num_pages = %lld, k_stride_page = %lld (TMA maps take < 2^32 pages, strides < 2^40 bytes)",
+                             (long long)a->num_pages, (long long)a->k_stride_page);
+    return dcpattn__cu_check(dcpattn__cu.TensorMapEncodeTiled(kp->k_tmap, UINT16, 3u, (void *)a->k_cache, dim, stride, box,
+                                                              one, INTERLEAVE_NONE, SWIZZLE_128B, L2_256B, OOB_FILL_NONE),
+                             "attn: MLA cuTensorMapEncodeTiled");
+}
+
 dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args, void *workspace,
                                 size_t workspace_bytes, dcpattn_stream stream) {
     const dcpattn_attn_desc *d;
@@ -2382,6 +2413,8 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
+    if (dcpattn__is_mla(d))
+        DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);

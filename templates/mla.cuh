@@ -1,44 +1,51 @@
 // mla.cuh — DeepSeek MLA absorbed decode over one rank's DCP shard, Hopper (sm_90a) wgmma
-// (DESIGN.md 3, 6). Dqk = 576 (512 latent + 64 rope), Dv = 512, one latent KV head whose V
-// is the first 512 channels of the K row: every KV tile is read once, for QK^T and for PV.
+// and TMA (DESIGN.md 3, 6). Dqk = 576 (512 latent + 64 rope), Dv = 512, one latent KV head
+// whose V is the first 512 channels of the K row: every KV tile is read once from memory, for
+// QK^T and for PV.
 //
 // One CTA = one (sequence, split) x 64 packed query rows (packed row R = z*64 + m is query
 // token R / GROUP, head R % GROUP, GROUP = Hq) x the split's KV tokens in tiles of 64.
+// 256 threads: two warpgroups, no producer. Warpgroup w owns O[:, 256w : 256w + 256] (128
+// fp32 per thread) and the tiles j with j % 2 == w, which live in stage w.
 //
-// Warps (384 threads): two consumer warpgroups (warps 0-7) and one producer warpgroup
-// (warps 8-11); setmaxnreg moves registers from the producer to the consumers.
-//   producer: gathers each 64 x 576 K tile into shared memory with 16-byte cp.async (page
-//     looked up per token, so any page size and any 16-byte-aligned token stride works; the
-//     next tile's page ids are loaded before the current tile's stage is waited for, so no
-//     page-table latency sits between a freed stage and its copies; tokens past the CTA's
-//     last visible key are zero-filled and never read from memory),
-//     waits for its own copies, fences them into the async proxy and arrives on the stage's
-//     `full` mbarrier. Two stages; the consumers free a stage through its `empty` mbarrier.
-//   consumers: warpgroup w computes S = Q K^T for the 64 rows x keys [32w, 32w+32) of the
-//     tile (wgmma m64n32k16, 36 k-steps; K from shared memory, Q from shared memory except
-//     the last Q_REG_STEPS k-steps, whose Q fragments stay in registers for the whole CTA to
-//     spare shared-memory bandwidth). Each turns its S into bf16/fp16 P fragments against the
-//     running row max m ("lazy max": as long as no row of the tile tops m by more than
-//     MAX_SLACK, P <= 2^MAX_SLACK and neither m nor O changes), writes them to shared memory,
-//     and one named barrier (bar.red.or) both publishes them and tells whether any row of the
-//     CTA topped m; only then (the first tile, rare later) do the warpgroups exchange row
-//     maxima, take P again against the new max and rescale O (one more barrier). Warpgroup
-//     w then accumulates O[:, 256w : 256w+256] += P (registers) x V (wgmma m64n256k16, V the
-//     transposed view of the same K tile). Each consumer thread holds 128 fp32 of O. Two
-//     more named barriers (2, 3) let a warpgroup overwrite its P words only after the other
-//     has read them.
+// A warpgroup's round for its tile j (FlashMLA's seesaw, with the other tile's PV one round
+// late so that it runs while this warpgroup does its softmax):
+//   A. PV of the other warpgroup's tile j-1 into this warpgroup's O columns, P(j-1) from
+//      shared memory (once the owner has published it; a row whose reference max moved is
+//      rescaled first);
+//   B. S = Q K(j)^T (wgmma m64n64k16, 36 k-steps, Q from shared memory but for the rope
+//      block, whose fragments stay in registers), block by block as each lands;
+//   C. softmax against the running reference max ("lazy max": as long as no row of the tile
+//      tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing is rescaled), P(j) to
+//      shared memory for the other warpgroup;
+//   D. PV of tile j into this warpgroup's O columns, P from registers.
+// So one warpgroup's softmax overlaps the other's tensor work, and the reference max passes
+// from tile to tile in order (C(j) follows A(j-1), which follows C(j-1)).
 //
-// Shared layout: Q tile, then the K stages, each a 128-byte-swizzled K-major tile: nine
+// Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
+// `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
+// x page_size tokens x pages; box 64 channels x min(page_size, 64) tokens; 128-byte swizzle)
+// that the host encodes per call. One elected thread per warpgroup refills a block as soon as
+// the block's last reader is done: the rope block after the owner's QK, V blocks of half h
+// after warpgroup h's PV (own or other). Tiles 0 and 1 are loaded at the start. In the CTA's
+// last tile, V rows past its last visible key are zeroed after they land (a NaN there would
+// survive P = 0).
+//
+// Shared layout: Q tile, then the two K stages, each a 128-byte-swizzled K-major tile: nine
 // column blocks of 64 channels, each 64 rows x 128 B, the 16-byte chunk c of row r stored at
-// chunk c ^ (r % 8) (the hardware's 128B swizzle; blocks are 1024-byte aligned). The same
-// bytes are an MN-major SW128 operand for PV (LBO = 8192 between 64-channel blocks,
-// SBO = 1024 between 8-token groups).
+// chunk c ^ (r % 8) (the hardware's 128B swizzle, what TMA writes; blocks 1024-byte aligned).
+// The same bytes are an MN-major SW128 operand for PV (LBO = 8192 between 64-channel blocks,
+// SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
+// 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 + w "P of
+// warpgroup w published", 4 + w "the other warpgroup is done with P of warpgroup w", 6 + w
+// inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
-//     (1 + STAGES) * 64 * 576 * 2 + 2*8*128*4 + 2*64*4 + 64 + 1024 (alignment slack)
+//     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
 // (the host validates this). v must alias k with the same strides (the host requires it).
+// Page sizes: 16, 32, 64 or a multiple of 64 (the TMA box of a tile never crosses a page).
 #pragma once
 #include "attn.cuh"
 
@@ -50,102 +57,118 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
-    static constexpr int Q_REG_STEPS = 10;   // k16 steps of QK^T whose Q operand stays in registers
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
+    static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
     static constexpr int BLOCK_BYTES = 64 * 128;             // one 64-channel column block
-    static constexpr int TILE_BYTES = (DQK / 64) * BLOCK_BYTES;  // 73728
+    static constexpr int TILE_BYTES = BLOCKS * BLOCK_BYTES;  // 73728
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = TILE_BYTES;
-    static constexpr int SMEM_P = SMEM_K + STAGES * TILE_BYTES;  // P fragments [2][8][128] u32
-    static constexpr int SMEM_X = SMEM_P + 2 * 8 * 128 * 4;      // row max / sum [2][64] f32
-    static constexpr int SMEM_BAR = SMEM_X + 2 * 64 * 4;         // full[STAGES], empty[STAGES]
-    static constexpr int SMEM_BYTES = SMEM_BAR + 64 + 1024;      // + slack to align to 1024
+    static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
+    static constexpr int SMEM_P1 = SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;  // P of warpgroup 1: Q's rope block
+    static constexpr int SMEM_X = SMEM_P0 + BLOCK_BYTES;            // reference max per row [2][64] f32
+    static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
+    static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
+    static constexpr int SMEM_BYTES = SMEM_BAR + STAGES * BLOCKS * 8 + 1024;  // + slack to align to 1024
 
-    static_assert(THREADS == 384, "two consumer warpgroups and one producer warpgroup");
-    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-    // The consumers' setmaxnreg.inc waits for registers in the CTA's pool, which holds what the
-    // launch allocated (384 threads x 168, the most __launch_bounds__(384, 1) leaves) plus what
-    // the producer's setmaxnreg.dec gives back: asking for more than that never returns.
-    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 384 * 168, "register pool of the launch");
+    static_assert(THREADS == 256, "two warpgroups");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
-    static_assert(STAGES == 2, "the parity arithmetic assumes two stages");
+    static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
+    static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
 };
 
 namespace mla_detail {
 
-// The two consumer warpgroups only (barrier 0 is __syncthreads).
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-// consumer_sync that also returns whether any consumer thread passed true.
-__device__ __forceinline__ bool consumer_sync_or(bool x) {
+// Named barriers with immediate ids (a register id makes ptxas reserve all 16).
+template <int ID, int N> __device__ __forceinline__ void nbar_sync() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+template <int ID, int N> __device__ __forceinline__ void nbar_arrive() {
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// bar.sync over the 128 threads of a warpgroup that also returns whether any passed true.
+template <int ID> __device__ __forceinline__ bool nbar_or128(bool x) {
     unsigned r;
-    asm volatile("{\n.reg .pred pi, po;\nsetp.ne.u32 pi, %1, 0;\nbar.red.or.pred po, 1, 256, pi;\nselp.u32 %0, 1, 0, po;\n}\n"
+    asm volatile("{\n.reg .pred pi, po;\nsetp.ne.u32 pi, %1, 0;\nbar.red.or.pred po, %2, 128, pi;\nselp.u32 %0, 1, 0, po;\n}\n"
                  : "=r"(r)
-                 : "r"((unsigned)x)
+                 : "r"((unsigned)x), "n"(ID)
                  : "memory");
     return r != 0;
 }
-// One-way signal between the consumer warpgroups: barrier 2 + w is arrived at by the other
-// warpgroup (128 threads) and waited at by warpgroup w (128 threads). Immediate barrier ids:
-// a register id makes ptxas reserve all 16 barriers.
-__device__ __forceinline__ void named_arrive(int id) {
-    if (id == 2) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
-    else asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-}
-__device__ __forceinline__ void named_sync(int id) {
-    if (id == 2) asm volatile("bar.sync 2, 256;\n" ::: "memory");
-    else asm volatile("bar.sync 3, 256;\n" ::: "memory");
-}
+// The barrier inside warpgroup wg (warp-uniform).
+__device__ __forceinline__ bool wg_or(int wg, bool x) { return wg ? nbar_or128<7>(x) : nbar_or128<6>(x); }
+__device__ __forceinline__ void wg_sync(int wg) { wg ? nbar_sync<7, 128>() : nbar_sync<6, 128>(); }
 
 struct alignas(8) f2 { float x, y; };
 
-// d (64 x 32) += A (64 x 16, registers) * B (16 x 32, smem, K-major).
+// d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T>
-__device__ __forceinline__ void wgmma_rs_n32(float (&d)[16], const unsigned (&a)[4], unsigned long long db);
-#define DCPATTN_MLA_RS32(T, PT)                                                                                      \
-    template <>                                                                                                      \
-    __device__ __forceinline__ void wgmma_rs_n32<T>(float (&d)[16], const unsigned (&a)[4], unsigned long long db) { \
-        asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." PT "." PT " "                                     \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                       \
-                     "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"                                                        \
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                                                                          \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                         \
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int acc);
+#define DCPATTN_MLA_SS64(T, PT)                                                                                     \
+    template <>                                                                                                     \
+    __device__ __forceinline__ void wgmma_ss_n64<T>(float (&d)[32], unsigned long long da, unsigned long long db,   \
+                                                    int acc) {                                                      \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                    \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                   \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+                       "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+                       "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+                       "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+                       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
+                     : "l"(da), "l"(db), "r"(acc));                                                                \
     }
-DCPATTN_MLA_RS32(bf16, "bf16")
-DCPATTN_MLA_RS32(fp16, "f16")
-#undef DCPATTN_MLA_RS32
+DCPATTN_MLA_SS64(bf16, "bf16")
+DCPATTN_MLA_SS64(fp16, "f16")
+#undef DCPATTN_MLA_SS64
 
-// Keeps registers alive and unmoved up to here (wgmma A operands that may still be read).
-__device__ __forceinline__ void pin_regs4(unsigned (&r)[4][4]) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        asm volatile("" : "+r"(r[j][0]), "+r"(r[j][1]), "+r"(r[j][2]), "+r"(r[j][3])::"memory");
-}
+// d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
+template <class T>
+__device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
+#define DCPATTN_MLA_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                          "+f"(d[i + 6]), "+f"(d[i + 7])
+#define DCPATTN_MLA_F32(i) DCPATTN_MLA_F8(i), DCPATTN_MLA_F8(i + 8), DCPATTN_MLA_F8(i + 16), DCPATTN_MLA_F8(i + 24)
+#define DCPATTN_MLA_SS256(T, PT)                                                                                   \
+    template <>                                                                                                    \
+    __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,                       \
+                                                     unsigned long long db) {                                      \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                 \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "      \
+                     "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "  \
+                     "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "  \
+                     "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "  \
+                     "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, "  \
+                     "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, "     \
+                     "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, "   \
+                     "%122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"                       \
+                     : DCPATTN_MLA_F32(0), DCPATTN_MLA_F32(32), DCPATTN_MLA_F32(64), DCPATTN_MLA_F32(96)            \
+                     : "l"(da), "l"(db), "r"(1));                                                                  \
+    }
+DCPATTN_MLA_SS256(bf16, "bf16")
+DCPATTN_MLA_SS256(fp16, "f16")
+#undef DCPATTN_MLA_SS256
+#undef DCPATTN_MLA_F32
+#undef DCPATTN_MLA_F8
 
 // A shared-memory descriptor from its two halves, built where it is used (volatile: the
-// compiler would otherwise hoist all 72 loop-invariant descriptors into registers).
+// compiler would otherwise hoist all loop-invariant descriptors into registers).
 __device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {
     unsigned long long d;
     asm volatile("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
     return d;
 }
-
-// s = Q K^T over the 36 k16 steps of Dqk = 576 (the first step overwrites s); the last NQR
-// steps take Q from registers (qr), sparing shared-memory bandwidth. The start address field
-// (low 14 bits) never carries: shared memory offsets stay below 256 KB.
-template <class T, int NQR>
-__device__ __forceinline__ void mla_qk(float (&s)[16], unsigned long long dq, unsigned long long dk,
-                                       const unsigned (&qr)[NQR][4]) {
-    const unsigned ql = (unsigned)dq, qh = (unsigned)(dq >> 32), kl = (unsigned)dk, kh = (unsigned)(dk >> 32);
-#pragma unroll
-    for (int kk = 0; kk < 576 / 16; ++kk) {
-        const unsigned koff = ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4;
-        if (kk < 576 / 16 - NQR)
-            wgmma_ss_n32<T>(s, desc_at(ql + koff, qh), desc_at(kl + koff, kh), kk > 0);
-        else
-            wgmma_rs_n32<T>(s, qr[kk - (576 / 16 - NQR)], desc_at(kl + koff, kh));
-    }
+// base + off, opaque to the compiler (so that it is not hoisted into a register of its own).
+__device__ __forceinline__ unsigned add_at(unsigned base, unsigned off) {
+    unsigned r;
+    asm volatile("add.u32 %0, %1, %2;" : "=r"(r) : "r"(base), "r"(off));
+    return r;
 }
+// Descriptor offset (16-byte units) of k16 step kk of a K-major SW128 tile: column block kk / 4,
+// 32 bytes per step inside it. The start address field (low 14 bits) never carries: shared
+// memory offsets stay below 256 KB.
+__device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4; }
 
 }  // namespace mla_detail
 
@@ -153,7 +176,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     using namespace mla_detail;
     using T = typename Tr::T;
     constexpr int GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE, THREADS = Tr::THREADS;
-    constexpr int CHUNKS = Tr::CHUNKS, TILE_BYTES = Tr::TILE_BYTES, BLOCK_BYTES = Tr::BLOCK_BYTES;
+    constexpr int CHUNKS = Tr::CHUNKS, BLOCKS = Tr::BLOCKS, TILE_BYTES = Tr::TILE_BYTES, BLOCK_BYTES = Tr::BLOCK_BYTES;
 
     extern __shared__ __attribute__((aligned(1024))) unsigned char mla_smem[];
 
@@ -169,7 +192,41 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     const unsigned base = sm.addr;
     unsigned char *gsm = sm.ptr;
     const unsigned sQ = base + Tr::SMEM_Q, sK = base + Tr::SMEM_K;
-    const unsigned bar_full = base + Tr::SMEM_BAR, bar_empty = bar_full + 8 * Tr::STAGES;
+    const unsigned bar_full = base + Tr::SMEM_BAR;  // + 8 * (BLOCKS * stage + block)
+    // (computed where used: hoisted out of the loop, the addresses would take registers)
+    auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
+
+    // ---- TMA loads: block blk of tile t (all of it: its page ids in pg) into stage t % 2 ----
+    const void *tmap = &p.k_tmap;
+    const int ps = p.page_size, box = min(ps, KV_TILE), nbox = KV_TILE / box;  // boxes per block (<= 4)
+    const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
+    // page of each box of tile t (a box past the last visible key repeats its page: the rows
+    // it brings are zeroed before any PV reads them)
+    auto lookup = [&](int t, int (&pg)[4]) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (i < nbox) pg[i] = ldg_i32(bt + min(kv_begin + t * KV_TILE + i * box, cta_hi - 1) / ps);
+    };
+    auto load = [&](int t, const int (&pg)[4], int b0, int nb) {
+        const int s = t & 1, slot = ps > KV_TILE ? (kv_begin + t * KV_TILE) % ps : 0;
+        for (int blk = b0; blk < b0 + nb; ++blk) {
+            const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
+            mbar_expect_tx(bar, BLOCK_BYTES);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                if (i < nbox) tma_load_3d(dst + i * box * 128, tmap, blk * 64, slot, pg[i], bar);
+        }
+    };
+    if (tid == 0) {
+#pragma unroll
+        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
+        fence_mbar_init();
+        for (int t = 0; t < 2 && t < n_tiles; ++t) {
+            int pg[4];
+            lookup(t, pg);
+            load(t, pg, 0, BLOCKS);
+        }
+    }
 
     // ---- Q tile: 64 packed rows x 576, swizzled; rows past the end are zero ----
     {
@@ -185,138 +242,136 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         cp_async_wait<0>();
         fence_proxy_async();
     }
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < Tr::STAGES; ++s) {
-            mbar_init(bar_full + 8 * s, 128);   // every producer thread
-            mbar_init(bar_empty + 8 * s, 256);  // every consumer thread
-        }
-    }
-    __syncthreads();
+    __syncthreads();  // Q in place, barriers initialized
 
-    if (warp >= 8) {
-        // ================= producer warpgroup: K tiles by 16-byte cp.async gathers =================
-        // thread -> token (pt / 8) of a group of 16, 16-byte chunk (pt % 8) + 8j of its row:
-        // each warp instruction covers 4 tokens x 128 contiguous bytes.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::PRODUCER_REGS));
-        const int pt = tid - 256;
-        const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
-        const int ps = p.page_size;
-        const bool ps_pow2 = (ps & (ps - 1)) == 0;
-        const int ps_shift = __ffs(ps) - 1;
-        const int sub = pt & 7, trow = pt >> 3;
-        const char *kb = static_cast<const char *>(p.k) + sub * 16;
-        // page of token rnd * 16 + trow of tile t (clamped to the last visible key: the copy of a
-        // token past it is zero-filled and reads nothing)
-        auto pages = [&](int t, int (&pg)[KV_TILE / 16]) {
-#pragma unroll
-            for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) {
-                const int l = min(kv_begin + t * KV_TILE + rnd * 16 + trow, cta_hi - 1);
-                pg[rnd] = ldg_i32(bt + (ps_pow2 ? (l >> ps_shift) : (l / ps)));
-            }
-        };
-        int pg_next[KV_TILE / 16];
-        if (n_tiles > 0) pages(0, pg_next);
-        for (int t = 0; t < n_tiles; ++t) {
-            const int s = t & 1;
-            int pg[KV_TILE / 16];
-#pragma unroll
-            for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) pg[rnd] = pg_next[rnd];
-            if (t + 1 < n_tiles) pages(t + 1, pg_next);
-            if (t >= Tr::STAGES) mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
-            const unsigned stage = sK + s * TILE_BYTES;
-            const int ts = kv_begin + t * KV_TILE;
-#pragma unroll
-            for (int rnd = 0; rnd < KV_TILE / 16; ++rnd) {
-                const int tok = rnd * 16 + trow, l = ts + tok;
-                const bool ok = l < cta_hi;
-                const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
-                const long long off = ok ? ((long long)pg[rnd] * p.k_sp + (long long)(l - pi * ps) * p.k_st) * 2 : 0;
-                const unsigned dst = stage + tok * 128 + ((sub ^ (tok & 7)) << 4);
-                const char *src = kb + off;
-#pragma unroll
-                for (int j = 0; j < CHUNKS / 8; ++j) cp_async16(dst + j * BLOCK_BYTES, src + j * 128, ok ? 16 : 0);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            fence_proxy_async();  // generic-proxy writes -> read by wgmma (async proxy)
-            mbar_arrive(bar_full + 8 * s);
-        }
-        return;
-    }
-
-    // ================= consumer warpgroups =================
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::CONSUMER_REGS));
-    const int wg = warp >> 2, wi = warp & 3;
+    // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wi = warp & 3, tw = tid & 127;
     const int g = lane >> 2, q4 = lane & 3;
     const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
     const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const float scale = p.scale_log2;
-    float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);        // [2][64]
-    unsigned *pb = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P);  // P words [2][8][128]
-    const int tw = tid & 127;
+    float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
+    volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-    const unsigned long long dq0 = sw128_desc(sQ, 16, 1024);
-    const unsigned long long dk0 = sw128_desc(sK + wg * 32 * 128, 16, 1024);
-    const unsigned long long dv0 = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);
+    // the rope block's four k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix
+    // from the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
+    unsigned qr[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
+        const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
+        ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
+    }
+    __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
+
+    // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
+    // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
+    const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
+    const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
+    unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
+    unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
+
+    const unsigned long long dq = sw128_desc(sQ, 16, 1024);
+    const unsigned long long dk = sw128_desc(sK, 16, 1024);                              // + stage
+    const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
+    const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
+    const unsigned ql = (unsigned)dq, qh = (unsigned)(dq >> 32);
+    const unsigned kh = (unsigned)(dk >> 32);
 
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
-    float sacc[16];
+    float sacc[32];
+    unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by D)
 #pragma unroll
-    for (int i = 0; i < 16; ++i) sacc[i] = 0.f;
-    // P = 2^(S - mu) of this thread's S fragments as packed A words (pw[n] = rows lo, hi of key
-    // block n), and their row sums
-    auto exp_pack = [&](float mu_lo, float mu_hi, float &sum_lo, float &sum_hi, unsigned (&pw)[4][2]) {
-        sum_lo = sum_hi = 0.f;
+    for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
+    // O and the row sum scaled by 2^(m - nm) for rows whose reference moves to nm
+    auto rescale = [&](float nm_lo, float nm_hi) {
+        const float al_lo = m_lo == nm_lo ? 1.f : fast_exp2(m_lo - nm_lo);
+        const float al_hi = m_hi == nm_hi ? 1.f : fast_exp2(m_hi - nm_hi);
+        m_lo = nm_lo;
+        m_hi = nm_hi;
+        l_lo *= al_lo;
+        l_hi *= al_hi;
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
-            const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
-            sum_lo += e0 + e1;
-            sum_hi += e2 + e3;
-            pw[n][0] = pack2<T>(e0, e1);
-            pw[n][1] = pack2<T>(e2, e3);
+        for (int i = 0; i < 32; ++i) {
+            o[4 * i + 0] *= al_lo;
+            o[4 * i + 1] *= al_lo;
+            o[4 * i + 2] *= al_hi;
+            o[4 * i + 3] *= al_hi;
         }
     };
 
-    // the last NQR k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix from the
-    // swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
-    constexpr int NQR = Tr::Q_REG_STEPS;
-    unsigned qr[NQR][4];
+    const bool elected = tw == 0;
+    const unsigned kl0 = (unsigned)dk;
+    // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
+    // waited for as it lands; `first`: the first k-step overwrites S
+    auto qk_blocks = [&](int t, int b0, bool first) {
+        const unsigned par = (t >> 1) & 1, kl = add_at(kl0, ((t & 1) * TILE_BYTES) >> 4);
 #pragma unroll
-    for (int i = 0; i < NQR; ++i) {
-        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
-        const int c = (Tr::DQK / 16 - NQR + i) * 2 + (mi >> 1);
-        ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
-    }
-
-    // Per tile: S(t) in sacc -> softmax against the running max -> P exchange (one barrier) ->
-    // PV(t) -> wait -> free stage t -> QK(t+1) -> wait. (Queueing QK(t+1) behind PV(t) without
-    // the wait in between measured slower: examples/BENCH_NOTES.md.)
-    if (n_tiles > 0) {
-        mbar_wait(bar_full, 0);
-        fence_regs(sacc);
+        for (int b = 0; b < 4; ++b) {
+            const int blk = b0 + b;
+            mbar_wait(full(t & 1, blk), par);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const unsigned off = kstep(4 * blk + i);
+                wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), qh), desc_at(add_at(kl, off), kh),
+                                first && b == 0 && i == 0 ? 0 : 1);
+            }
+        }
+    };
+    // S += Q K(t)^T over the rope block (Q fragments from registers)
+    auto qk_rope = [&](int t) {
+        const unsigned par = (t >> 1) & 1, kl = add_at(kl0, ((t & 1) * TILE_BYTES) >> 4);
+        mbar_wait(full(t & 1, BLOCKS - 1), par);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), kh), 1);
+    };
+    // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
+    // (shared memory)
+    auto pv_own = [&](int t) {
+        fence_regs(o);
         wgmma_fence();
-        mla_qk<T>(sacc, dq0, dk0, qr);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_rs_n256<T>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
         wgmma_commit();
-        wgmma_wait0();
-    }
-    fence_regs(sacc);
-
-    for (int t = 0; t < n_tiles; ++t) {
-        const int s = t & 1;
-        const unsigned soff = s * TILE_BYTES;
-
-        // scale to log2 units, mask past each row's limit
+    };
+    auto pv_other = [&](int t) {
+        fence_regs(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_ss_n256<T>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+        wgmma_commit();
+    };
+    // In the CTA's last tile, zero this warpgroup's V half past the last visible key before its
+    // PV reads it (unused slots may hold NaN, which would survive P = 0).
+    auto zero_tail = [&](int t) {
+        const int ts = kv_begin + t * KV_TILE;
+        if (ts + KV_TILE <= cta_hi) return;
+        const int r0 = cta_hi - ts;
+        for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
+            const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
+            *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES + r * 128 + c * 16) =
+                make_uint4(0u, 0u, 0u, 0u);
+        }
+        fence_proxy_async();
+        wg_sync(wg);
+    };
+    // Softmax of tile t (S in sacc) against the running reference max. Lazy max: as long as no
+    // row of this warpgroup's tile tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing
+    // moves (a row that has seen nothing, m = -inf, tops it with any visible key); else every
+    // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
+    // new reference of every row (O is waited for first). P goes back to sacc (fp32) and to pa (A fragments); its row
+    // sums to l. Returns whether the reference moved (warpgroup-uniform).
+    auto softmax = [&](int t) -> bool {
         const int ts = kv_begin + t * KV_TILE;
         const bool need_mask = ts + KV_TILE > cta_lo;
         float mx_lo = neg_inf(), mx_hi = neg_inf();
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            const int col = ts + wg * 32 + n * 8 + 2 * q4;
+        for (int n = 0; n < 8; ++n) {
+            const int col = ts + n * 8 + 2 * q4;
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float a = sacc[4 * n + e] * scale, c = sacc[4 * n + 2 + e] * scale;
@@ -332,106 +387,146 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         }
         mx_lo = quad_max(mx_lo);
         mx_hi = quad_max(mx_hi);
-        if (q4 == 0) {
-            xm[wg * 64 + r_lo] = mx_lo;
-            xm[wg * 64 + r_hi] = mx_hi;
-        }
-        // Lazy max: P is taken against the running max m as long as no row of the tile tops it by
-        // more than MAX_SLACK (P <= 2^MAX_SLACK then), so the common tile needs no exchange of
-        // maxima and no rescale of O: one barrier, which also ORs the rows' "tops it" flags.
-        // A row that has seen nothing (m = -inf) tops it with any visible key.
-        const bool up = mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK;
-        unsigned pa[4][4];
-        {
-            const float mu_lo = m_lo == neg_inf() ? 0.f : m_lo, mu_hi = m_hi == neg_inf() ? 0.f : m_hi;
-            float sum_lo, sum_hi;
-            unsigned pw[4][2];
-            exp_pack(mu_lo, mu_hi, sum_lo, sum_hi, pw);
-            // the other warpgroup has read this warpgroup's P of the previous tile (it signals
-            // once its PV of that tile has completed)
-            if (t > 0) named_sync(2 + wg);
-#pragma unroll
-            for (int k = 0; k < 8; ++k) pb[(wg * 8 + k) * 128 + tw] = pw[k >> 1][k & 1];
-            if (!consumer_sync_or(up)) {  // #1: P of both halves (common case)
-                l_lo += sum_lo;
-                l_hi += sum_hi;
-            } else {
-                // some row of the CTA moves its max: every row takes max(m, both halves' maxima),
-                // P is rewritten against it and O rescaled
-                const float nm_lo = fmaxf(fmaxf(mx_lo, xm[(wg ^ 1) * 64 + r_lo]), m_lo);
-                const float nm_hi = fmaxf(fmaxf(mx_hi, xm[(wg ^ 1) * 64 + r_hi]), m_hi);
-                const float nu_lo = nm_lo == neg_inf() ? 0.f : nm_lo, nu_hi = nm_hi == neg_inf() ? 0.f : nm_hi;
-                const bool same_lo = m_lo == nm_lo, same_hi = m_hi == nm_hi;
-                const float al_lo = same_lo ? 1.f : fast_exp2(m_lo - nu_lo);
-                const float al_hi = same_hi ? 1.f : fast_exp2(m_hi - nu_hi);
-                const bool rescale = __any_sync(0xffffffffu, !(same_lo && same_hi));
-                m_lo = nm_lo;
-                m_hi = nm_hi;
-                exp_pack(nu_lo, nu_hi, sum_lo, sum_hi, pw);
-                l_lo = l_lo * al_lo + sum_lo;
-                l_hi = l_hi * al_hi + sum_hi;
-#pragma unroll
-                for (int k = 0; k < 8; ++k) pb[(wg * 8 + k) * 128 + tw] = pw[k >> 1][k & 1];
-                if (rescale) {
-#pragma unroll
-                    for (int i = 0; i < 32; ++i) {
-                        o[4 * i + 0] *= al_lo;
-                        o[4 * i + 1] *= al_lo;
-                        o[4 * i + 2] *= al_hi;
-                        o[4 * i + 3] *= al_hi;
-                    }
-                }
-                consumer_sync();  // #2: P rewritten (and maxima read: xm is free)
+        const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
+        if (moved) {
+            wgmma_wait<0>();  // a PV into O may still run
+            fence_regs(o);
+            rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
+            if (q4 == 0) {
+                xm[wg * 64 + r_lo] = m_lo;
+                xm[wg * 64 + r_hi] = m_hi;
             }
-            // A fragments of the tile's four k16 steps: this warpgroup's keys from registers, the
-            // other's from shared memory (fragment k16 step j: rows lo/hi x keys 16j + 2q4 (+8))
-            unsigned pot[8];
-#pragma unroll
-            for (int k = 0; k < 8; ++k) pot[k] = pb[((wg ^ 1) * 8 + k) * 128 + tw];
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-                const int j = jj & 1;
-                const bool mine = (jj >> 1) == wg;
-                pa[jj][0] = mine ? pw[2 * j][0] : pot[4 * j + 0];
-                pa[jj][1] = mine ? pw[2 * j][1] : pot[4 * j + 1];
-                pa[jj][2] = mine ? pw[2 * j + 1][0] : pot[4 * j + 2];
-                pa[jj][3] = mine ? pw[2 * j + 1][1] : pot[4 * j + 3];
-            }
-            pin_regs4(pa);
         }
+        const float mu_lo = m_lo == neg_inf() ? 0.f : m_lo, mu_hi = m_hi == neg_inf() ? 0.f : m_hi;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
+            const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
+            l_lo += e0 + e1;
+            l_hi += e2 + e3;
+            sacc[4 * n + 0] = e0;
+            sacc[4 * n + 1] = e1;
+            sacc[4 * n + 2] = e2;
+            sacc[4 * n + 3] = e3;
+            pa[n >> 1][(n & 1) * 2 + 0] = pack2<T>(e0, e1);
+            pa[n >> 1][(n & 1) * 2 + 1] = pack2<T>(e2, e3);
+        }
+        return moved;
+    };
+    // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
+    // for the other warpgroup's PV
+    auto store_p = [&]() {
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
+            pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
+        }
+        fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
+    };
 
-        // O[:, 256 wg : 256 wg + 256] += P V, keys in four k16 steps
-        fence_regs(o);
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; ++j) wgmma_rs_n256<T>(o, pa[j], dv0 + ((soff + j * 16 * 128) >> 4));
-        wgmma_commit();
-        wgmma_wait<0>();  // PV(t) done: stage t is free, and this warpgroup is done with P
-        mbar_arrive(bar_empty + 8 * s);
-        if (t + 1 < n_tiles) {
-            named_arrive(2 + (wg ^ 1));
-            const int s1 = s ^ 1;
-            mbar_wait(bar_full + 8 * s1, ((t + 1) >> 1) & 1);
-            fence_regs(sacc);
-            wgmma_fence();
-            mla_qk<T>(sacc, dq0, dk0 + ((s1 * TILE_BYTES) >> 4), qr);
-            wgmma_commit();
-            wgmma_wait<0>();
-        }
-        pin_regs4(pa);
-        fence_regs(o);
+    // S of tile 0 (tiles 0 and 1 are on their way)
+    if (wg == 0 && n_tiles > 0) {
         fence_regs(sacc);
+        wgmma_fence();
+        qk_blocks(0, 0, true);
+        qk_blocks(0, 4, false);
+        qk_rope(0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(sacc);
+    }
+
+    // Pairs of tiles: t0 (stage 0) is warpgroup 0's, t1 (stage 1) warpgroup 1's. Warpgroup 1
+    // computes S of t1 while warpgroup 0 does its softmax of t0, and adds P(t0) V(t0) to its
+    // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
+    // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
+    // it last, as soon as it is done with it.
+    int pg0[4], pg1[4];  // pages of tiles t0 + 2 and t0 + 3 (elected threads)
+    for (int t0 = 0; t0 < n_tiles; t0 += 2) {
+        const int t1 = t0 + 1;
+        const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
+        if (elected) {
+            if (next0) lookup(t0 + 2, pg0);
+            if (next1) lookup(t0 + 3, pg1);
+        }
+        if (wg == 0) {
+            const bool moved0 = softmax(t0);
+            if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+            if (tw == 0) flag[0] = moved0 ? 1u : 0u;
+            store_p();
+            nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
+            zero_tail(t0);
+            pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
+            wgmma_wait<0>();
+            fence_regs(o);
+            if (elected && next0) load(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
+            if (has1) {
+                nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
+                if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
+                zero_tail(t1);
+                pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
+            }
+            if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
+                fence_regs(sacc);
+                wgmma_fence();
+                qk_blocks(t0 + 2, 0, true);
+                wgmma_commit();
+            }
+            if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
+                wgmma_wait<1>();
+                if (elected) load(t0 + 3, pg1, 0, 4);
+            }
+            if (next0) {
+                qk_blocks(t0 + 2, 4, false);
+                qk_rope(t0 + 2);
+                wgmma_commit();
+            }
+            wgmma_wait<0>();
+        } else {
+            if (has1) {  // S of t1, the blocks loaded first first
+                fence_regs(sacc);
+                wgmma_fence();
+                qk_blocks(t1, 0, true);
+                qk_rope(t1);
+                qk_blocks(t1, 4, false);
+                wgmma_commit();
+            }
+            nbar_sync<2, 256>();  // P(t0) and the reference after t0
+            if (flag[0]) rescale(xm[r_lo], xm[r_hi]);  // O1 is idle: its last PV was waited for
+            zero_tail(t0);
+            pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
+            if (has1) {
+                wgmma_wait<1>();  // S of t1
+                fence_regs(sacc);
+                const bool moved1 = softmax(t1);
+                if (tw == 0) flag[1] = moved1 ? 1u : 0u;
+                store_p();
+                nbar_arrive<3, 256>();  // P(t1) and the reference after t1 published
+            }
+            wgmma_wait<0>();
+            fence_regs(o);
+            if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
+            if (elected && next0) load(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+            if (has1) {
+                zero_tail(t1);
+                pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
+                wgmma_wait<0>();
+                if (elected && next1) load(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+            }
+        }
+        fence_regs(sacc);
+        fence_regs(o);
     }
 
     // ---- epilogue: row sums of both warpgroups, normalize, write ----
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
-    consumer_sync();  // the other warpgroup has read the last tile's maxima
+    __syncthreads();  // every reader of xm is past it
     if (q4 == 0) {
         xm[wg * 64 + r_lo] = l_lo;
         xm[wg * 64 + r_hi] = l_hi;
     }
-    consumer_sync();
+    __syncthreads();
     l_lo += xm[(wg ^ 1) * 64 + r_lo];
     l_hi += xm[(wg ^ 1) * 64 + r_hi];
 

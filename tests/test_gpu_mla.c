@@ -1,7 +1,7 @@
 /* test_gpu_mla — the MLA decode kernel (Dqk 576, Dv 512, one latent KV head, V = the first
    512 channels of each K row) through the public API, against the CPU reference on fresh
    random inputs: outputs poisoned (NaN) before every launch, unused cache slots and padding
-   NaN, DCP masks for W in {1, 2, 8} and I in {1, 64}, pages of 16/32/64 and 24/40, varlen
+   NaN, DCP masks for W in {1, 2, 8} and I in {1, 64}, pages of 16/32/64/128/192, varlen
    q_len 1..4, Hq 16..128, one split and several, shards that hold nothing for some or all
    rows, and a padded token stride. Without a GPU it says so and runs nothing. */
 #define DCPATTN_IMPLEMENTATION
@@ -227,10 +227,9 @@ int main(void) {
         {DCPATTN_BF16, 128, 64, 1, 0, 1, 1, 1, 0, 2, {2, 1}, {1500, 700}, 0, 1},
         {DCPATTN_BF16, 16, 32, 2, 1, 16, 1, 3, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1},
         {DCPATTN_FP16, 32, 16, 1, 0, 1, 1, 1, 0, 1, {3}, {1100}, 0, 1},
-        /* pages of 24 and 40 tokens (not powers of two: the producer's division path; a
-           64-token tile spans two or three pages) */
-        {DCPATTN_BF16, 64, 24, 2, 1, 16, 1, 1, 0, 3, {2, 4, 1}, {900, 333, 70}, 0, 0},
-        {DCPATTN_BF16, 128, 40, 1, 0, 1, 1, 2, 0, 2, {2, 3}, {1300, 190}, 8, 1},
+        /* pages of 128 and 192 tokens (a tile is one 64-token box at an offset in its page) */
+        {DCPATTN_BF16, 64, 128, 2, 1, 16, 1, 1, 0, 3, {2, 4, 1}, {900, 333, 70}, 0, 0},
+        {DCPATTN_BF16, 128, 192, 1, 0, 1, 1, 2, 0, 2, {2, 3}, {1300, 190}, 8, 1},
     };
     dcpattn_context *ctx;
     int i, rep;

@@ -413,6 +413,18 @@ static void test_args(void) {
         a.v_cache = a.k_cache;
         a.v_stride_t = 512;
         REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_UNSUPPORTED, "v_cache|k_cache", NULL);
+        {   /* page sizes: a 64-token tile's TMA boxes never cross a page */
+            static const int ok[] = {16, 32, 64, 128, 192, 256}, bad[] = {8, 24, 40, 48, 96, 100};
+            int i;
+            for (i = 0; i < 6; i++) {
+                m.page_size = ok[i];
+                CHECK(dcpattn_attn_desc_validate(&m) == DCPATTN_STATUS_SUCCESS, "MLA page_size %d: %s", ok[i],
+                      dcpattn_last_error());
+                m.page_size = bad[i];
+                REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "page_size", NULL);
+            }
+            m.page_size = 64;
+        }
         m.num_kv_heads = 2;
         m.num_q_heads = 32;
         REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "num_kv_heads", NULL);

@@ -16,7 +16,7 @@ M.form = "mla_<dtype>_h<Hq>_m<M>"
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
 M.DQK, M.DV = 576, 512
-local M_TILES = { [64] = { threads = 384 } }  -- 2 consumer warpgroups + 1 producer warpgroup
+local M_TILES = { [64] = { threads = 256 } }  -- 2 warpgroups; TMA issued by one thread of each
 local KV_TILE = 64
 local STAGES = 2
 local MAX_HQ = 128
@@ -61,8 +61,10 @@ local function traits(spec)
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
         stages = STAGES,
-        -- Q tile + K stages + P fragments + row max/sum + mbarriers + 1024-byte alignment slack
-        smem = spec.m_tile * M.DQK * esize + STAGES * tile + 2 * 8 * 128 * 4 + 2 * 64 * 4 + 64 + 1024,
+        -- Q tile + K stages + P of warpgroup 0 + row max/sum + flags + mbarriers (one per column
+        -- block of each stage) + 1024-byte alignment slack
+        smem = spec.m_tile * M.DQK * esize + STAGES * tile + 64 * 64 * esize + 2 * 64 * 4 + 16
+            + STAGES * (M.DQK // 64) * 8 + 1024,
     }
 end
 
