@@ -483,25 +483,34 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             }
             wgmma_wait<0>();
         } else {
-            if (has1) {  // S of t1, the blocks loaded first first
-                fence_regs(sacc);
+            // P(t0) and the reference after t0; if that moved (rare) O1 is rescaled, with no
+            // wgmma running (ptxas serializes every wgmma if an accumulator may be read while one runs)
+            auto other_t0 = [&]() {
+                nbar_sync<2, 256>();
+                if (flag[0]) {
+                    wgmma_wait<0>();
+                    fence_regs(sacc);
+                    rescale(xm[r_lo], xm[r_hi]);
+                }
+                zero_tail(t0);
+                pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
+            };
+            if (has1) {
+                fence_regs(sacc);  // S of t1, the blocks loaded first first
                 wgmma_fence();
                 qk_blocks(t1, 0, true);
                 qk_rope(t1);
                 qk_blocks(t1, 4, false);
                 wgmma_commit();
-            }
-            nbar_sync<2, 256>();  // P(t0) and the reference after t0
-            if (flag[0]) rescale(xm[r_lo], xm[r_hi]);  // O1 is idle: its last PV was waited for
-            zero_tail(t0);
-            pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
-            if (has1) {
+                other_t0();
                 wgmma_wait<1>();  // S of t1
                 fence_regs(sacc);
                 const bool moved1 = softmax(t1);
                 if (tw == 0) flag[1] = moved1 ? 1u : 0u;
                 store_p();
                 nbar_arrive<3, 256>();  // P(t1) and the reference after t1 published
+            } else {
+                other_t0();
             }
             wgmma_wait<0>();
             fence_regs(o);
