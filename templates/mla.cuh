@@ -207,14 +207,17 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         for (int i = 0; i < 4; ++i)
             if (i < nbox) pg[i] = ldg_i32(bt + min(kv_begin + t * KV_TILE + i * box, cta_hi - 1) / ps);
     };
+    // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
     auto load = [&](int t, const int (&pg)[4], int b0, int nb) {
         const int s = t & 1, slot = ps > KV_TILE ? (kv_begin + t * KV_TILE) % ps : 0;
+#pragma unroll 1
         for (int blk = b0; blk < b0 + nb; ++blk) {
             const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
             mbar_expect_tx(bar, BLOCK_BYTES);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                if (i < nbox) tma_load_3d(dst + i * box * 128, tmap, blk * 64, slot, pg[i], bar);
+#pragma unroll 1
+            for (int i = 0; i < nbox; ++i)  // (selects, not pg[i]: that would move pg to local memory)
+                tma_load_3d(dst + i * box * 128, tmap, blk * 64, slot,
+                            i == 0 ? pg[0] : i == 1 ? pg[1] : i == 2 ? pg[2] : pg[3], bar);
         }
     };
     if (tid == 0) {
