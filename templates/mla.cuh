@@ -200,24 +200,33 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     const void *tmap = &p.k_tmap;
     const int ps = p.page_size, box = min(ps, KV_TILE), nbox = KV_TILE / box;  // boxes per block (<= 4)
     const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
-    // page of each box of tile t (a box past the last visible key repeats its page: the rows
-    // it brings are zeroed before any PV reads them)
-    auto lookup = [&](int t, int (&pg)[4]) {
+    // Where tile t comes from: the page of each of its boxes and, for pages longer than a tile,
+    // the tile's first slot in its page. kv_begin is a multiple of 64, so with ps <= 64 a tile
+    // holds whole pages and with ps > 64 (a multiple of 64) it never crosses one. Pages past the
+    // last visible key's repeat it (the rows they bring are zeroed before any PV reads them).
+    struct TileSrc {
+        int page[4], slot;
+    };
+    const int tile0 = kv_begin / KV_TILE, tiles_per_page = max(ps / KV_TILE, 1);
+    const int last_page = n_tiles > 0 ? (cta_hi - 1) / ps : 0;
+    auto lookup = [&](int t, TileSrc &src) {
+        const int first = ps <= KV_TILE ? (tile0 + t) * nbox : (tile0 + t) / tiles_per_page;
+        src.slot = ps <= KV_TILE ? 0 : (tile0 + t - first * tiles_per_page) * KV_TILE;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-            if (i < nbox) pg[i] = ldg_i32(bt + min(kv_begin + t * KV_TILE + i * box, cta_hi - 1) / ps);
+            if (i < nbox) src.page[i] = ldg_i32(bt + min(first + i, last_page));
     };
     // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
-    auto load = [&](int t, const int (&pg)[4], int b0, int nb) {
-        const int s = t & 1, slot = ps > KV_TILE ? (kv_begin + t * KV_TILE) % ps : 0;
+    auto load = [&](int t, const TileSrc &src, int b0, int nb) {
+        const int s = t & 1;
 #pragma unroll 1
         for (int blk = b0; blk < b0 + nb; ++blk) {
             const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
             mbar_expect_tx(bar, BLOCK_BYTES);
 #pragma unroll 1
             for (int i = 0; i < nbox; ++i)  // (selects, not pg[i]: that would move pg to local memory)
-                tma_load_3d(dst + i * box * 128, tmap, blk * 64, slot,
-                            i == 0 ? pg[0] : i == 1 ? pg[1] : i == 2 ? pg[2] : pg[3], bar);
+                tma_load_3d(dst + i * box * 128, tmap, blk * 64, src.slot,
+                            i == 0 ? src.page[0] : i == 1 ? src.page[1] : i == 2 ? src.page[2] : src.page[3], bar);
         }
     };
     if (tid == 0) {
@@ -225,9 +234,9 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
         fence_mbar_init();
         for (int t = 0; t < 2 && t < n_tiles; ++t) {
-            int pg[4];
-            lookup(t, pg);
-            load(t, pg, 0, BLOCKS);
+            TileSrc src;
+            lookup(t, src);
+            load(t, src, 0, BLOCKS);
         }
     }
 
@@ -348,12 +357,12 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             wgmma_ss_n256<T>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
         wgmma_commit();
     };
-    // In the CTA's last tile, zero this warpgroup's V half past the last visible key before its
-    // PV reads it (unused slots may hold NaN, which would survive P = 0).
+    // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
+    // the last visible key (unused slots may hold NaN, which would survive P = 0).
     auto zero_tail = [&](int t) {
-        const int ts = kv_begin + t * KV_TILE;
-        if (ts + KV_TILE <= cta_hi) return;
-        const int r0 = cta_hi - ts;
+        const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
+#pragma unroll 1
+        for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), (t >> 1) & 1);
         for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
             const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
             *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES + r * 128 + c * 16) =
@@ -444,7 +453,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
     // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
     // it last, as soon as it is done with it.
-    int pg0[4], pg1[4];  // pages of tiles t0 + 2 and t0 + 3 (elected threads)
+    TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (elected threads)
     for (int t0 = 0; t0 < n_tiles; t0 += 2) {
         const int t1 = t0 + 1;
         const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
@@ -452,13 +461,13 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             if (next0) lookup(t0 + 2, pg0);
             if (next1) lookup(t0 + 3, pg1);
         }
+        if (!next0 && kv_begin + n_tiles * KV_TILE > cta_hi) zero_tail(n_tiles - 1);  // the last pair
         if (wg == 0) {
             const bool moved0 = softmax(t0);
             if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
             if (tw == 0) flag[0] = moved0 ? 1u : 0u;
             store_p();
             nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
-            zero_tail(t0);
             pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
             wgmma_wait<0>();
             fence_regs(o);
@@ -466,7 +475,6 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             if (has1) {
                 nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
                 if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
-                zero_tail(t1);
                 pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
             }
             if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
@@ -495,7 +503,6 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
                     fence_regs(sacc);
                     rescale(xm[r_lo], xm[r_hi]);
                 }
-                zero_tail(t0);
                 pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
             };
             if (has1) {
@@ -520,7 +527,6 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
             if (elected && next0) load(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
             if (has1) {
-                zero_tail(t1);
                 pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                 wgmma_wait<0>();
                 if (elected && next1) load(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
