@@ -6,39 +6,47 @@
 // One CTA = one (sequence, split) x 64 packed query rows (packed row R = z*64 + m is query
 // token R / GROUP, head R % GROUP, GROUP = Hq) x the split's KV tokens in tiles of 64.
 // 256 threads: two warpgroups, no producer. Warpgroup w owns O[:, 256w : 256w + 256] (128
-// fp32 per thread) and the tiles j with j % 2 == w, which live in stage w.
-//
-// A warpgroup's round for its tile j (FlashMLA's seesaw, with the other tile's PV one round
-// late so that it runs while this warpgroup does its softmax):
-//   A. PV of the other warpgroup's tile j-1 into this warpgroup's O columns, P(j-1) from
-//      shared memory (once the owner has published it; a row whose reference max moved is
-//      rescaled first);
-//   B. S = Q K(j)^T (wgmma m64n64k16, 36 k-steps, Q from shared memory but for the rope
-//      block, whose fragments stay in registers), block by block as each lands;
-//   C. softmax against the running reference max ("lazy max": as long as no row of the tile
-//      tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing is rescaled), P(j) to
-//      shared memory for the other warpgroup;
-//   D. PV of tile j into this warpgroup's O columns, P from registers.
-// So one warpgroup's softmax overlaps the other's tensor work, and the reference max passes
-// from tile to tile in order (C(j) follows A(j-1), which follows C(j-1)).
+// fp32 per thread); the tiles go in pairs, t0 (even, stage 0) of warpgroup 0 and t1 (odd,
+// stage 1) of warpgroup 1 (FlashMLA's seesaw, reordered):
+//   warpgroup 0: softmax of S(t0) against the running reference max, P(t0) to shared memory
+//     (published with the reference), O0 += P(t0) V(t0) (P from registers); then, once P(t1)
+//     is out, O0 += P(t1) V(t1) (P from shared memory), and S(t0 + 2) = Q K(t0 + 2)^T, its
+//     column blocks 0-3 first;
+//   warpgroup 1: S(t1) while warpgroup 0 does its softmax, O1 += P(t0) V(t0) before its own
+//     softmax (so that this PV runs during it), softmax of S(t1), P(t1) out, O1 += P(t1) V(t1).
+// S: wgmma m64n64k16, 36 k-steps, Q from shared memory but for the rope block, whose
+// fragments stay in registers; block by block as each lands. PV: m64n256k16. Lazy max: as
+// long as no row of a tile tops the reference by more than MAX_SLACK, P <= 2^MAX_SLACK and
+// nothing is rescaled; when one does (the first tile, rarely later) the owner publishes the
+// new reference of every row and a flag, and both warpgroups rescale their O and row sums
+// before adding anything computed against the new reference. The reference passes from tile
+// to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
+// softmax follows it).
 //
 // Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
 // `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
 // x page_size tokens x pages; box 64 channels x min(page_size, 64) tokens; 128-byte swizzle)
-// that the host encodes per call. One elected thread per warpgroup refills a block as soon as
-// the block's last reader is done: the rope block after the owner's QK, V blocks of half h
-// after warpgroup h's PV (own or other). Tiles 0 and 1 are loaded at the start. In the CTA's
-// last tile, V rows past its last visible key are zeroed after they land (a NaN there would
-// survive P = 0).
+// that the host encodes per call. One elected thread per warpgroup refills a block for the
+// tile two ahead as soon as the block's last reader is done: blocks 0-3 (V of warpgroup 0)
+// by warpgroup 0 after its PV of that tile, blocks 4-8 (V of warpgroup 1 and rope) by
+// warpgroup 1 after its PV. Tiles 0 and 1 are loaded at the start. In the CTA's last tile,
+// each warpgroup zeroes the V rows of its half past the last visible key once they land (a
+// NaN there would survive P = 0).
+//
+// Code size is a first-order cost here: the two warpgroups run different code, and with the
+// TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
+// (examples/BENCH_NOTES.md 14). So issue loops stay rolled; and ptxas serializes every wgmma
+// when a path may read an accumulator while a wgmma runs (C7514), hence the straight-line
+// shape of warpgroup 1's pair (tests/wgmma_serial.sh checks every wgmma kernel for it).
 //
 // Shared layout: Q tile, then the two K stages, each a 128-byte-swizzled K-major tile: nine
 // column blocks of 64 channels, each 64 rows x 128 B, the 16-byte chunk c of row r stored at
 // chunk c ^ (r % 8) (the hardware's 128B swizzle, what TMA writes; blocks 1024-byte aligned).
 // The same bytes are an MN-major SW128 operand for PV (LBO = 8192 between 64-channel blocks,
 // SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
-// 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 + w "P of
-// warpgroup w published", 4 + w "the other warpgroup is done with P of warpgroup w", 6 + w
-// inside warpgroup w.
+// 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 / 3 "P and
+// reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
+// 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)

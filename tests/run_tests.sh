@@ -48,6 +48,7 @@ if [ -x "$build/fuzz_host" ]; then
         && echo '1 passed, 0 failed' || { tail -n 30 '$build/fuzz.log'; echo '0 passed, 1 failed'; }"
 fi
 run install sh tests/test_install.sh "$build"
+run wgmma-serial sh tests/wgmma_serial.sh
 run combine "$build/test_combine"
 run gpu-merge "$build/test_gpu"
 run gpu-gqa "$build/test_gpu_attn"
