@@ -383,30 +383,28 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     // row of this warpgroup's tile tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing
     // moves (a row that has seen nothing, m = -inf, tops it with any visible key); else every
     // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
-    // new reference of every row (O is waited for first). P goes back to sacc (fp32) and to pa (A fragments); its row
+    // new reference of every row (O is waited for first). P goes to pa (A fragments), its row
     // sums to l. Returns whether the reference moved (warpgroup-uniform).
     auto softmax = [&](int t) -> bool {
         const int ts = kv_begin + t * KV_TILE;
         const bool need_mask = ts + KV_TILE > cta_lo;
+        // (raw scores until the exponent: scale > 0, so the max commutes with it)
         float mx_lo = neg_inf(), mx_hi = neg_inf();
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
             const int col = ts + n * 8 + 2 * q4;
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                float a = sacc[4 * n + e] * scale, c = sacc[4 * n + 2 + e] * scale;
                 if (need_mask) {
-                    if (col + e >= lim_lo) a = neg_inf();
-                    if (col + e >= lim_hi) c = neg_inf();
+                    if (col + e >= lim_lo) sacc[4 * n + e] = neg_inf();
+                    if (col + e >= lim_hi) sacc[4 * n + 2 + e] = neg_inf();
                 }
-                sacc[4 * n + e] = a;
-                sacc[4 * n + 2 + e] = c;
-                mx_lo = fmaxf(mx_lo, a);
-                mx_hi = fmaxf(mx_hi, c);
+                mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
+                mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
             }
         }
-        mx_lo = quad_max(mx_lo);
-        mx_hi = quad_max(mx_hi);
+        mx_lo = quad_max(mx_lo) * scale;
+        mx_hi = quad_max(mx_hi) * scale;
         const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
         if (moved) {
             wgmma_wait<0>();  // a PV into O may still run
@@ -417,17 +415,15 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
                 xm[wg * 64 + r_hi] = m_hi;
             }
         }
-        const float mu_lo = m_lo == neg_inf() ? 0.f : m_lo, mu_hi = m_hi == neg_inf() ? 0.f : m_hi;
+        const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-            const float e0 = fast_exp2(sacc[4 * n + 0] - mu_lo), e1 = fast_exp2(sacc[4 * n + 1] - mu_lo);
-            const float e2 = fast_exp2(sacc[4 * n + 2] - mu_hi), e3 = fast_exp2(sacc[4 * n + 3] - mu_hi);
+            const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
+            const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
+            const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
+            const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
             l_lo += e0 + e1;
             l_hi += e2 + e3;
-            sacc[4 * n + 0] = e0;
-            sacc[4 * n + 1] = e1;
-            sacc[4 * n + 2] = e2;
-            sacc[4 * n + 3] = e3;
             pa[n >> 1][(n & 1) * 2 + 0] = pack2<T>(e0, e1);
             pa[n >> 1][(n & 1) * 2 + 1] = pack2<T>(e2, e3);
         }
