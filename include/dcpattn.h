@@ -19,8 +19,9 @@
      such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
      cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma) and
-     DeepSeek MLA (576/512, V read from the K rows, wgmma: Hopper sm_90a only; elsewhere its
-     compile fails with DCPATTN_STATUS_COMPILE). Split-KV partials are merged by a second
+     DeepSeek MLA (576/512, V read from the K rows, wgmma and TMA: Hopper sm_90a only;
+     elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
+     multiples of 64). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
      at most 8 splits, inside thread-block clusters in the same launch.
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
@@ -252,7 +253,7 @@ typedef struct dcpattn_attn_desc {
     int num_q_heads, num_kv_heads;
     int head_dim;                /* Dqk = Dv (GQA) */
     int head_dim_v;              /* 0: head_dim */
-    int page_size;               /* 1 .. 256 tokens */
+    int page_size;               /* 1 .. 256 tokens (MLA: 16, 32, 64, 128, 192, 256) */
     int non_causal;              /* 0: causal, bottom-right on the global sequence */
     float softmax_scale;         /* 0: 1/sqrt(head_dim) */
     int dcp_world, dcp_rank;     /* W >= 1 (0 = 1), 0 <= r < W */
