@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 5, call 7: ncu of M1 on the call-6 kernel.
+# Session 5, calls 5 and 7: ncu of M1 on the MLA kernel of the working tree: where the warps wait.
 . tests/gpu_env.sh
 R=/tmp/r; rm -rf $R; mkdir -p $R
 snap() { tar czf $OUT/all.tgz -C /tmp r; }

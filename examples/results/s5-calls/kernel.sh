@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 5, call 6: call 4 without the wgmma serialization (ptxas C7514) that the accumulator reads of its branchy warpgroup-1 path caused.
+# Session 5, calls 2, 3, 4, 6, 8, 9: test_gpu_mla, then M1 and M2, on the MLA kernel of the working tree
+# (call 2 also timed main's previous kernel, VARIANTS=J with var/J carried).
 . tests/gpu_env.sh
 R=/tmp/r; mkdir -p $R
 make -s -j16 build/test_gpu_mla build/bench > $R/build.log 2>&1 || tail -30 $R/build.log
