@@ -109,57 +109,6 @@ __device__ __forceinline__ void wg_sync(int wg) { wg ? nbar_sync<7, 128>() : nba
 
 struct alignas(8) f2 { float x, y; };
 
-// d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
-template <class T>
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int acc);
-#define DCPATTN_MLA_SS64(T, PT)                                                                                     \
-    template <>                                                                                                     \
-    __device__ __forceinline__ void wgmma_ss_n64<T>(float (&d)[32], unsigned long long da, unsigned long long db,   \
-                                                    int acc) {                                                      \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                    \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                   \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
-                       "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-                       "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-                       "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-                       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
-                     : "l"(da), "l"(db), "r"(acc));                                                                \
-    }
-DCPATTN_MLA_SS64(bf16, "bf16")
-DCPATTN_MLA_SS64(fp16, "f16")
-#undef DCPATTN_MLA_SS64
-
-// d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
-template <class T>
-__device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
-#define DCPATTN_MLA_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-                          "+f"(d[i + 6]), "+f"(d[i + 7])
-#define DCPATTN_MLA_F32(i) DCPATTN_MLA_F8(i), DCPATTN_MLA_F8(i + 8), DCPATTN_MLA_F8(i + 16), DCPATTN_MLA_F8(i + 24)
-#define DCPATTN_MLA_SS256(T, PT)                                                                                   \
-    template <>                                                                                                    \
-    __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,                       \
-                                                     unsigned long long db) {                                      \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                  \
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                 \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "      \
-                     "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "  \
-                     "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "  \
-                     "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "  \
-                     "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, "  \
-                     "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, "     \
-                     "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, "   \
-                     "%122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"                       \
-                     : DCPATTN_MLA_F32(0), DCPATTN_MLA_F32(32), DCPATTN_MLA_F32(64), DCPATTN_MLA_F32(96)            \
-                     : "l"(da), "l"(db), "r"(1));                                                                  \
-    }
-DCPATTN_MLA_SS256(bf16, "bf16")
-DCPATTN_MLA_SS256(fp16, "f16")
-#undef DCPATTN_MLA_SS256
-#undef DCPATTN_MLA_F32
-#undef DCPATTN_MLA_F8
-
 // A shared-memory descriptor from its two halves, built where it is used (volatile: the
 // compiler would otherwise hoist all loop-invariant descriptors into registers).
 __device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {

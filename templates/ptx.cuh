@@ -178,13 +178,15 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
 
 // c += a (16x16, row) * b (16x8, col).
 template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-// d (64 x 32) (+)= A (64 x 16, smem, K-major) * B (16 x 32, smem, K-major).
-template <class T> __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int accumulate);
-// d (64 x 256) += A (64 x 16, registers) * B (16 x 256, smem, MN-major).
+// d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
+template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
+template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int accumulate);
 // d (64 x 128) += A (64 x 16, registers) * B (16 x 128, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db);
+// d (64 x 256) += A (64 x 16, registers) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned long long db);
 
 #define DCPATTN_F8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
@@ -200,14 +202,29 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                  \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                  \
     }                                                                                                                  \
-    template <> __device__ __forceinline__ void wgmma_ss_n32<T>(float (&d)[16], unsigned long long da,                 \
+    template <> __device__ __forceinline__ void wgmma_ss_n64<T>(float (&d)[32], unsigned long long da,                 \
                                                                 unsigned long long db, int accumulate) {               \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                      \
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." PT "." PT " "                                       \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, "  \
-                     "0;\n}\n"                                                                                         \
-                     : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)                                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                       \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"    \
+                     : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
+    }                                                                                                                  \
+    template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
+                                                                 unsigned long long db) {                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                      \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+                     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
+                     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
+                     "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "  \
+                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "  \
+                     "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, "    \
+                     "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
+                     "%128, %129, p, 1, 1, 0, 1;\n}\n"                                                                  \
+                     : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32), DCPATTN_F32(d, 64), DCPATTN_F32(d, 96)                   \
+                     : "l"(da), "l"(db), "r"(1));                                                                      \
     }                                                                                                                  \
     template <> __device__ __forceinline__ void wgmma_rs_n64<T>(float (&d)[32], const unsigned (&a)[4],                \
                                                                 unsigned long long db, int accumulate) {               \
