@@ -2301,9 +2301,14 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     if (!ctx || !out)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_plan_create: NULL context or out");
     *out = NULL;
-    p = (dcpattn_attn_plan *)calloc(1, sizeof *p);
-    if (!p)
-        return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "attn_plan_create");
+    { /* the plan holds a kernel parameter block, 64-byte aligned for its TMA map: calloc's
+         alignment is not enough (a compiler may copy the block with 64-byte aligned moves) */
+        void *mem = NULL;
+        if (posix_memalign(&mem, 64, sizeof *p) != 0 || !mem)
+            return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "attn_plan_create");
+        memset(mem, 0, sizeof *p);
+        p = (dcpattn_attn_plan *)mem;
+    }
     p->ctx = ctx;
     s = dcpattn__attn_normalize(desc, &p->d);
     if (s) {

@@ -1,7 +1,8 @@
 /* test_launch — the host side of dcpattn_attn_run and dcpattn_merge without a GPU: the CUDA
    driver's launch entry is replaced by a recorder, so the grid, block, shared memory and
    every field of the parameter blocks a run hands to the driver can be checked against
-   the launch contract of templates/gqa.cuh and templates/merge.cuh. Kernels are compiled
+   the launch contract of templates/gqa.cuh, templates/mla.cuh (and the TMA map its run
+   encodes) and templates/merge.cuh. Kernels are compiled
    (NVRTC, compile-only context) but never loaded. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
@@ -47,6 +48,28 @@ static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
 }
 
 #define FAKE(a) ((void *)(uintptr_t)(a))
+
+/* cuTensorMapEncodeTiled: records what the MLA run asks for, writes a pattern as the map */
+static struct {
+    int calls, dtype, interleave, swizzle, l2, oob;
+    unsigned rank, box[3], estride[3];
+    void *base;
+    unsigned long long dim[3], stride[2];
+} tmap_rec;
+static dcpattn__CUresult record_tmap(void *map, int dtype, unsigned rank, void *base, const unsigned long long *dim,
+                                     const unsigned long long *stride, const unsigned *box, const unsigned *estride,
+                                     int interleave, int swizzle, int l2, int oob) {
+    unsigned i;
+    tmap_rec.calls++;
+    tmap_rec.dtype = dtype, tmap_rec.rank = rank, tmap_rec.base = base;
+    tmap_rec.interleave = interleave, tmap_rec.swizzle = swizzle, tmap_rec.l2 = l2, tmap_rec.oob = oob;
+    for (i = 0; i < 3 && i < rank; i++) {
+        tmap_rec.dim[i] = dim[i], tmap_rec.box[i] = box[i], tmap_rec.estride[i] = estride[i];
+        if (i + 1 < rank) tmap_rec.stride[i] = stride[i];
+    }
+    for (i = 0; i < 128; i++) ((unsigned char *)map)[i] = (unsigned char)(0xA0 + i % 16);
+    return 0;
+}
 
 int main(void) {
     dcpattn_context *ctx;
@@ -193,6 +216,67 @@ int main(void) {
         dcpattn_attn_plan_destroy(off);
         dcpattn_attn_plan_destroy(full);
         dcpattn__cu.LaunchKernelEx = NULL;
+    }
+    /* MLA: one launch of the variant's 256 threads, with the TMA map of the paged K pool that
+       run encodes into the parameter block: 576 channels x page_size tokens x num_pages, byte
+       strides of a token and a page, boxes of 64 channels x min(page_size, 64) tokens, 128-byte
+       swizzle. Without the driver entry the run fails with NO_DRIVER and launches nothing. */
+    {
+        dcpattn_attn_desc m;
+        dcpattn_attn_plan *mp;
+        const launch_rec *r0 = &recs[0];
+        static const int pages[] = {16, 64, 192};
+        int i, ok = 1;
+        memset(&m, 0, sizeof m);
+        m.num_q_heads = 128;
+        m.num_kv_heads = 1;
+        m.head_dim = 576;
+        m.head_dim_v = 512;
+        m.max_batch = 4;
+        m.max_q_len = 2;
+        m.max_seqlen_k = 4096;
+        m.num_splits = 1;
+        for (i = 0; i < 3; i++) {
+            dcpattn_attn_args ma = a;
+            m.page_size = pages[i];
+            ctx->compile_only = 1;
+            CHECK(dcpattn_attn_plan_create(ctx, &m, &mp) == 0, "MLA plan: %s", dcpattn_last_error());
+            if (!mp) continue;
+            ctx->compile_only = 0;
+            mp->attn->fn = fake_fn;
+            ma.v_cache = ma.k_cache;
+            ma.out_stride_h = 0;
+            ma.k_stride_t = 640; /* padded token rows */
+            ma.k_stride_page = 640LL * pages[i] + 64;
+            dcpattn__cu.TensorMapEncodeTiled = NULL;
+            nrecs = 0;
+            CHECK(dcpattn_attn_run(mp, &ma, NULL, 0, 0) == DCPATTN_STATUS_NO_DRIVER && nrecs == 0,
+                  "MLA without cuTensorMapEncodeTiled: %s", dcpattn_last_error());
+            dcpattn__cu.TensorMapEncodeTiled = record_tmap;
+            memset(&tmap_rec, 0, sizeof tmap_rec);
+            CHECK(dcpattn_attn_run(mp, &ma, NULL, 0, 0) == 0, "MLA run: %s", dcpattn_last_error());
+            CHECK(nrecs == 1 && r0->block == 256 && r0->smem == (unsigned)mp->attn->smem && r0->grid[0] == 3 &&
+                      r0->grid[1] == 1 && r0->grid[2] == (unsigned)mp->row_tiles,
+                  "MLA launch: %d launches, block %u, grid %u %u %u", nrecs, r0->block, r0->grid[0], r0->grid[1],
+                  r0->grid[2]);
+            CHECK(tmap_rec.calls == 1 && tmap_rec.rank == 3 && tmap_rec.base == ma.k_cache && tmap_rec.dtype == 1 &&
+                      tmap_rec.dim[0] == 576 && tmap_rec.dim[1] == (unsigned long long)pages[i] &&
+                      tmap_rec.dim[2] == 1024 && tmap_rec.stride[0] == 640 * 2 &&
+                      tmap_rec.stride[1] == (unsigned long long)(640LL * pages[i] + 64) * 2 && tmap_rec.box[0] == 64 &&
+                      tmap_rec.box[1] == (unsigned)(pages[i] < 64 ? pages[i] : 64) && tmap_rec.box[2] == 1 &&
+                      tmap_rec.estride[0] == 1 && tmap_rec.estride[1] == 1 && tmap_rec.estride[2] == 1 &&
+                      tmap_rec.interleave == 0 && tmap_rec.swizzle == 3 && tmap_rec.oob == 0,
+                  "MLA tensor map (page %d)", pages[i]);
+            ok = 1;
+            {
+                int b;
+                for (b = 0; b < 128; b++)
+                    ok &= ((const unsigned char *)r0->p.attn.k_tmap)[b] == (unsigned char)(0xA0 + b % 16);
+            }
+            CHECK(ok && ((uintptr_t)&mp->kp.k_tmap % 64) == 0, "MLA tensor map in the parameter block, 64-byte aligned");
+            dcpattn_attn_plan_destroy(mp);
+        }
+        dcpattn__cu.TensorMapEncodeTiled = NULL;
     }
     /* loading many more variants grows the function table: the plan's variants must stay
        where they were (each is its own allocation) */
