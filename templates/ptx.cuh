@@ -145,14 +145,17 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 // Barrier initializations -> visible to the async proxy (the TMA unit that completes them).
-__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 // TMA: the box at coordinates (c0, c1, c2) of the 3-D tensor map `tmap` (a __grid_constant__
 // parameter) into shared memory at `dst`, completing on mbarrier `bar`.
 __device__ __forceinline__ void tma_load_3d(unsigned dst, const void *tmap, int c0, int c1, int c2, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-        "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-        : "memory");
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :
+                 : "r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -193,6 +196,19 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define DCPATTN_F32(d, i) DCPATTN_F8(d, i), DCPATTN_F8(d, i + 8), DCPATTN_F8(d, i + 16), DCPATTN_F8(d, i + 24)
 
+// The accumulator operands of a wgmma as PTX text: {%0, ..., %N-1} for N = 32, 64, 128.
+#define DCPATTN_R0_31 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define DCPATTN_R32_63 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define DCPATTN_R64_127 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "             \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                                 \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                     \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define DCPATTN_D32 "{" DCPATTN_R0_31 "}"
+#define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
+#define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
+
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
     template <> __device__ __forceinline__ void mma16816<T>(float (&c)[4], const unsigned (&a)[4], unsigned b0,        \
@@ -206,8 +222,7 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                                                                 unsigned long long db, int accumulate) {               \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                       \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
-                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"    \
+                     DCPATTN_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                     \
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }                                                                                                                  \
@@ -215,14 +230,8 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
                      "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                      \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-                     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
-                     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
-                     "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "  \
-                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "  \
-                     "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, "    \
-                     "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
-                     "%128, %129, p, 1, 1, 0, 1;\n}\n"                                                                  \
+                     DCPATTN_D128 ", "                                                                                 \
+                     "%128, %129, p, 1, 1, 0, 1;\n}\n"                                                                 \
                      : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32), DCPATTN_F32(d, 64), DCPATTN_F32(d, 96)                   \
                      : "l"(da), "l"(db), "r"(1));                                                                      \
     }                                                                                                                  \
@@ -230,8 +239,7 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                                                                 unsigned long long db, int accumulate) {               \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                      \
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " "                                       \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
-                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "     \
+                     DCPATTN_D32 ", {%32, %33, %34, %35}, %36, p, "                                                    \
                      "1, 1, 0;\n}\n"                                                                                   \
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));                          \
@@ -240,10 +248,7 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                      \
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32." PT "." PT " "                                      \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
-                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "      \
-                     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "      \
-                     "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"            \
+                     DCPATTN_D64 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                       \
                      : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32)                                                           \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                   \
     }                                                                                                                  \
@@ -251,13 +256,7 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                                     \
                      "wgmma.mma_async.sync.aligned.m64n256k16.f32." PT "." PT " "                                      \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-                     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
-                     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
-                     "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "  \
-                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "  \
-                     "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, "    \
-                     "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
+                     DCPATTN_D128 ", "                                                                                 \
                      "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                                                \
                      : DCPATTN_F32(d, 0), DCPATTN_F32(d, 32), DCPATTN_F32(d, 64), DCPATTN_F32(d, 96)                   \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
@@ -267,5 +266,11 @@ DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_MMAS
 #undef DCPATTN_F32
 #undef DCPATTN_F8
+#undef DCPATTN_D128
+#undef DCPATTN_D64
+#undef DCPATTN_D32
+#undef DCPATTN_R64_127
+#undef DCPATTN_R32_63
+#undef DCPATTN_R0_31
 
 }  // namespace dcpattn
