@@ -181,7 +181,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
             mbar_expect_tx(bar, BLOCK_BYTES);
 #pragma unroll 1
-            for (int i = 0; i < nbox; ++i)  // (selects, not pg[i]: that would move pg to local memory)
+            for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
                 tma_load_3d(dst + i * box * 128, tmap, blk * 64, src.slot,
                             i == 0 ? src.page[0] : i == 1 ? src.page[1] : i == 2 ? src.page[2] : src.page[3], bar);
         }
@@ -252,7 +252,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
     float sacc[32];
-    unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by D)
+    unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
     for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
     // O and the row sum scaled by 2^(m - nm) for rows whose reference moves to nm
