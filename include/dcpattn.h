@@ -1962,13 +1962,15 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     if (d->head_dim < 1 || d->head_dim_v < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: head_dim = %d, head_dim_v = %d (must be >= 1)",
                              d->head_dim, d->head_dim_v);
+    if (d->page_size < 1 || d->page_size > 256)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
     if (dcpattn__is_mla(d)) {
         if (d->num_kv_heads != 1 || d->num_q_heads > 128)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA (head_dim 576/512) needs num_kv_heads = 1 and num_q_heads <= 128, got %d and %d",
                                  d->num_kv_heads, d->num_q_heads);
         /* the kernels' 64-token tiles come in by TMA, in boxes that never cross a page */
-        if (d->page_size >= 1 && d->page_size != 16 && d->page_size != 32 && d->page_size % 64)
+        if (d->page_size != 16 && d->page_size != 32 && d->page_size % 64)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA page_size = %d (must be 16, 32 or a multiple of 64)", d->page_size);
     } else {
@@ -1980,8 +1982,6 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most 64)",
                                  d->num_q_heads / d->num_kv_heads);
     }
-    if (d->page_size < 1 || d->page_size > 256)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
     if (d->softmax_scale == 0.0f)
         d->softmax_scale = 1.0f / sqrtf((float)d->head_dim);
     if (!(d->softmax_scale > 0.0f) || d->softmax_scale > 1e30f)
