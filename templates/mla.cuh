@@ -153,7 +153,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     // (computed where used: hoisted out of the loop, the addresses would take registers)
     auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
 
-    // ---- TMA loads: block blk of tile t (all of it: its page ids in pg) into stage t % 2 ----
+    // ---- TMA loads: column blocks of tile t into stage t % 2 ----
     const void *tmap = &p.k_tmap;
     const int ps = p.page_size, box = min(ps, KV_TILE), nbox = KV_TILE / box;  // boxes per block (<= 4)
     const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
@@ -240,12 +240,12 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
     unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
 
+    // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
     const unsigned long long dq = sw128_desc(sQ, 16, 1024);
-    const unsigned long long dk = sw128_desc(sK, 16, 1024);                              // + stage
     const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
     const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
-    const unsigned ql = (unsigned)dq, qh = (unsigned)(dq >> 32);
-    const unsigned kh = (unsigned)(dk >> 32);
+    const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
+    const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
 
     float o[128];
 #pragma unroll
@@ -273,11 +273,12 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     };
 
     const bool elected = tw == 0;
-    const unsigned kl0 = (unsigned)dk;
     // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
     // waited for as it lands; `first`: the first k-step overwrites S
+    // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
+    auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
     auto qk_blocks = [&](int t, int b0, bool first) {
-        const unsigned par = (t >> 1) & 1, kl = add_at(kl0, ((t & 1) * TILE_BYTES) >> 4);
+        const unsigned par = (t >> 1) & 1, kl = k_lo(t);
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
             const int blk = b0 + b;
@@ -285,17 +286,17 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const unsigned off = kstep(4 * blk + i);
-                wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), qh), desc_at(add_at(kl, off), kh),
+                wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
                                 first && b == 0 && i == 0 ? 0 : 1);
             }
         }
     };
     // S += Q K(t)^T over the rope block (Q fragments from registers)
     auto qk_rope = [&](int t) {
-        const unsigned par = (t >> 1) & 1, kl = add_at(kl0, ((t & 1) * TILE_BYTES) >> 4);
-        mbar_wait(full(t & 1, BLOCKS - 1), par);
+        const unsigned kl = k_lo(t);
+        mbar_wait(full(t & 1, BLOCKS - 1), (t >> 1) & 1);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), kh), 1);
+        for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
     };
     // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
     // (shared memory)
