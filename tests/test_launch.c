@@ -227,14 +227,11 @@ int main(void) {
         const launch_rec *r0 = &recs[0];
         static const int pages[] = {16, 64, 192};
         int i, ok = 1;
-        memset(&m, 0, sizeof m);
+        m = d; /* the GQA descriptor above, made MLA: 128 query heads over one latent head */
         m.num_q_heads = 128;
         m.num_kv_heads = 1;
         m.head_dim = 576;
         m.head_dim_v = 512;
-        m.max_batch = 4;
-        m.max_q_len = 2;
-        m.max_seqlen_k = 4096;
         m.num_splits = 1;
         for (i = 0; i < 3; i++) {
             dcpattn_attn_args ma = a;
