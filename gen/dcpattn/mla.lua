@@ -53,7 +53,8 @@ util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
 end)
 
 -- Everything the instance template and the launcher need, derived in one place
--- (templates/mla.cuh, MlaTraits, computes the same shared-memory size).
+-- (templates/mla.cuh, MlaTraits, computes the same shared-memory size; every instance
+-- asserts that the two agree).
 local function traits(spec)
     local esize = types.info[spec.dtype].size
     local tile = KV_TILE * M.DQK * esize
@@ -75,6 +76,7 @@ function M.bindings(spec, name)
         T = types.info[spec.dtype].ctype,
         GROUP = spec.hq,
         THREADS = t.threads,
+        SMEM = t.smem, -- checked against the kernel's own layout (MlaTraits::SMEM_BYTES)
     }
 end
 
