@@ -64,6 +64,7 @@ static std::vector<std::string> g_read_all; /* per config "cfg: GB/s" */
 static double g_gemm_us;
 static uint64_t g_seed;
 /* host-cost numbers */
+static double g_host_mla_us = -1; /* dcpattn_attn_run of an MLA plan (encodes its TMA map each call) */
 static double g_host_call_us = -1, g_host_call1_us = -1, g_host_empty_us = -1, g_graph_replay_us = -1,
               g_graph_launch_us = -1, g_eager_us = -1, g_graph_single_us = -1, g_eager1_us = -1,
               g_graph1_replay_us = -1;
@@ -109,11 +110,11 @@ static void write_json(void) {
     fprintf(f, "  \"host\": {\"attn_run_host_us\": %s, \"attn_run_host_us_splits1\": %s, \"splits\": %d, "
                "\"empty_kernel_launch_host_us\": %s, \"eager_gpu_us\": %s, \"eager_gpu_us_splits1\": %s, "
                "\"graph_replay_gpu_us\": %s, \"graph_replay_gpu_us_splits1\": %s, \"graph_launch_host_us\": %s, "
-               "\"graph_single_replay_wall_us\": %s, \"note\": \"%s\"},\n",
+               "\"graph_single_replay_wall_us\": %s, \"mla_attn_run_host_us\": %s, \"note\": \"%s\"},\n",
             jnum(g_host_call_us).c_str(), jnum(g_host_call1_us).c_str(), g_host_splits, jnum(g_host_empty_us).c_str(),
             jnum(g_eager_us).c_str(), jnum(g_eager1_us).c_str(), jnum(g_graph_replay_us).c_str(),
             jnum(g_graph1_replay_us).c_str(), jnum(g_graph_launch_us).c_str(), jnum(g_graph_single_us).c_str(),
-            jesc(g_host_note).c_str());
+            jnum(g_host_mla_us).c_str(), jesc(g_host_note).c_str());
     fprintf(f, "  \"cases\": [\n");
     for (size_t i = 0; i < g_rows.size(); i++) {
         const row &r = g_rows[i];
@@ -1036,6 +1037,58 @@ static void host_cost_run(dcpattn_context *ctx, cudaStream_t st) {
         };
         g_host_empty_us = host_cost_us(ek, st, 20, 100);
     }
+    {
+        /* MLA: one sequence, 16 heads, 1024 tokens in pages of 64, V = K's first 512 channels;
+           its run also encodes the tensor map of the K pool (cuTensorMapEncodeTiled) */
+        const attn_case mt = {"HOST-MLA", 0, 1, 1, 16, 1, 576, 512, 1024, 64, 1, 0, 1, {1}};
+        const int mpg = mt.S / mt.page;
+        std::vector<int32_t> mbt((size_t)mpg);
+        void *d_mk, *d_mq, *d_mout;
+        float *d_mlse;
+        for (int i = 0; i < mpg; i++) mbt[(size_t)i] = mpg - 1 - i;
+        CUDA_OK(cudaMalloc(&d_mk, (size_t)mt.S * mt.Dqk * 2));
+        CUDA_OK(cudaMalloc(&d_mq, (size_t)mt.Hq * mt.Dqk * 2));
+        CUDA_OK(cudaMalloc(&d_mout, (size_t)mt.Hq * mt.Dv * 2));
+        CUDA_OK(cudaMalloc((void **)&d_mlse, (size_t)mt.Hq * 4));
+        fill_dev_bf16(d_mk, (size_t)mt.S * mt.Dqk, g_seed ^ 4, 1.0f);
+        fill_dev_bf16(d_mq, (size_t)mt.Hq * mt.Dqk, g_seed ^ 5, 1.0f);
+        int32_t *d_mbt = (int32_t *)gpu_upload(mbt.data(), (size_t)mpg * 4);
+        dcpattn_attn_desc md = case_desc(&mt, 1, 0);
+        md.num_splits = 1;
+        dcpattn_attn_plan *mp = NULL;
+        if (dcpattn_attn_plan_create(ctx, &md, &mp) != DCPATTN_STATUS_SUCCESS) {
+            printf("dcpattn_attn_run host cost, MLA: n/a (%s)\n", dcpattn_last_error());
+            mp = NULL;
+        }
+        dcpattn_attn_args ma;
+        memset(&ma, 0, sizeof ma);
+        ma.batch = 1;
+        ma.q = d_mq;
+        ma.k_cache = d_mk;
+        ma.v_cache = d_mk;
+        ma.num_pages = mpg;
+        ma.block_table = d_mbt;
+        ma.cu_seqlens_q = d_cu;
+        ma.seqused_k = d_used;
+        ma.out = d_mout;
+        ma.lse = d_mlse;
+        auto mf = [&]() {
+            dcpattn_status s = dcpattn_attn_run(mp, &ma, NULL, 0, st);
+            if (s) die("host cost: MLA attn_run: %s: %s", dcpattn_status_string(s), dcpattn_last_error());
+        };
+        if (mp) {
+            g_host_mla_us = host_cost_us(mf, st, 20, 100);
+            printf("dcpattn_attn_run host cost, MLA (B=1 Hq=16 S=1024 page 64, tensor map encoded per call): "
+                   "%.2f us/call\n", g_host_mla_us);
+        }
+        CUDA_OK(cudaStreamSynchronize(st));
+        dcpattn_attn_plan_destroy(mp);
+        CUDA_OK(cudaFree(d_mk));
+        CUDA_OK(cudaFree(d_mq));
+        CUDA_OK(cudaFree(d_mout));
+        CUDA_OK(cudaFree(d_mlse));
+        CUDA_OK(cudaFree(d_mbt));
+    }
     g_host_call_us = host[0];
     g_host_call1_us = host[1];
     g_eager_us = eager[0];
@@ -1176,6 +1229,7 @@ static void print_table(void) {
                "graph replay %.2f us GPU (%d splits), %.2f us (1 split)\n",
                g_host_call_us, g_host_splits, g_host_call1_us, g_host_empty_us, g_graph_replay_us, g_host_splits,
                g_graph1_replay_us);
+    if (g_host_mla_us >= 0) printf("host: dcpattn_attn_run %.2f us/call for an MLA plan (1 split)\n", g_host_mla_us);
     printf("peer columns: peer time / dcpattn time (> 1: dcpattn faster; same bytes, so = GB/s ratio)\n\n");
     printf("%-7s %-5s %-26s %6s %10s %10s %7s %8s %7s %6s %6s %6s\n", "case", "check", "variant", "splits",
            "median_us", "GB/s", "%read", "TFLOP/s", "%gemm", "flex", "sdpa", "eager");
