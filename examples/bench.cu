@@ -11,7 +11,7 @@
    then prints a table (one line per case, last) and writes everything to a JSON file.
    Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
 
-   usage: bench [--json FILE] [--only G1,G2,M1,M2,R1,R2,HOST] [--iters N] [--seed N]
+   usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N] [--seed N]
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH] */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
@@ -372,7 +372,12 @@ struct attn_case {
     int mla;
     int B, Hq, Hkv, Dqk, Dv, S, page, W, r, I;
     std::vector<int> qlens;
+    int S_rest; /* > 0: sequences 1 .. B-1 hold this many local keys, sequence 0 holds S (a skewed batch) */
+    int splits; /* the plan's num_splits (0: the heuristic) */
 };
+
+/* local keys of sequence b */
+static int seq_S(const attn_case *c, int b) { return b > 0 && c->S_rest > 0 ? c->S_rest : c->S; }
 
 /* The plan descriptor of a case at one query length (max_total_q 0: batch * q_len). */
 static dcpattn_attn_desc case_desc(const attn_case *c, int q_len, int total_q) {
@@ -435,7 +440,7 @@ static void run_ref_job(ref_job &j) {
     const int group = c->Hq / c->Hkv;
     ref_attn_params p;
     ref_attn_inputs in;
-    int32_t cu[2] = {0, j.q_len}, used = c->S, glob = (int32_t)j.L;
+    int32_t cu[2] = {0, j.q_len}, used = seq_S(c, j.vs), glob = (int32_t)j.L;
     memset(&p, 0, sizeof p);
     p.hq = j.nh;
     p.hkv = c->mla ? 1 : j.nh / group;
@@ -559,7 +564,7 @@ static int g_plan_q_len = 0;   /* --plan-q-len: plan for at least this many quer
 static int g_force_splits = 0; /* --splits: force the split count (0: the heuristic) */
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
-    const int64_t L = pick_L(c->S, c->W, c->r, c->I);
+    const int64_t L = pick_L(c->S, c->W, c->r, c->I), L_rest = c->S_rest > 0 ? pick_L(c->S_rest, c->W, c->r, c->I) : L;
     const int group = c->Hq / c->Hkv, ppseq = (c->S + c->page - 1) / c->page, extra = 64;
     const int64_t num_pages = (int64_t)c->B * ppseq + extra, bt_stride = ppseq + 1;
     const int64_t k_page = (int64_t)c->page * c->Hkv * c->Dqk, v_page = (int64_t)c->page * c->Hkv * c->Dv;
@@ -569,12 +574,21 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     int32_t *d_bt, *d_used, *d_glob;
     std::vector<int32_t> bt((size_t)(c->B * bt_stride)), perm((size_t)num_pages);
     std::vector<int32_t> used((size_t)c->B, c->S), glob((size_t)c->B, (int32_t)L), ident((size_t)ppseq);
+    double keys = 0; /* local keys of the whole batch */
+    for (int b = 0; b < c->B; b++) {
+        used[(size_t)b] = seq_S(c, b);
+        glob[(size_t)b] = (int32_t)(b > 0 ? L_rest : L);
+        keys += used[(size_t)b];
+    }
     std::vector<uint16_t> vk[2], vv[2];
     uint64_t rng = g_seed ^ (uint64_t)c->order * 0x1234567ull;
     printf("\n== %s: %s B=%d Hq=%d Hkv=%d Dqk=%d Dv=%d local S=%d (global L=%lld) page %d W=%d r=%d I=%d, "
            "KV %.2f GiB\n",
            c->id, c->mla ? "MLA" : "GQA", c->B, c->Hq, c->Hkv, c->Dqk, c->Dv, c->S, (long long)L, c->page, c->W, c->r,
-           c->I, (double)c->B * c->S * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2 / (1 << 30));
+           c->I, keys * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2 / (1 << 30));
+    if (c->S_rest > 0)
+        printf("   skewed: sequence 0 holds %d local keys, sequences 1..%d %d each; num_splits %d\n", c->S, c->B - 1,
+               c->S_rest, c->splits);
     fflush(stdout);
     /* MLA: find out first whether the kernel exists (no allocation for nothing) */
     if (c->mla) {
@@ -671,6 +685,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
         d = case_desc(c, q_len, total_q);
         if (g_plan_q_len > d.max_q_len) d.max_q_len = g_plan_q_len; /* experiment: a larger M tile */
+        if (c->splits) d.num_splits = c->splits;
         if (g_force_splits) d.num_splits = g_force_splits;
         s = dcpattn_attn_plan_create(ctx, &d, &plan);
         if (s) {
@@ -739,7 +754,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
                         j.h0 = h0;
                         j.nh = std::min(nh, c->Hq - h0);
                         j.lowp = lowp;
-                        j.L = L;
+                        j.L = vseq[v] > 0 ? L_rest : L;
                         j.q = hq.data();
                         j.q_row0 = vseq[v] * q_len;
                         j.k = vk[v].data();
@@ -755,10 +770,14 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             double t0 = now_s();
             run_jobs(jobs);
             bool ok = check_attn(c, jobs, hout.data(), hlse.data(), &r.err_out, &r.err_lse);
+            char sched[64] = "";
+            if (dcpattn_attn_workers(plan))
+                snprintf(sched, sizeof sched, " (balanced schedule, %d workers per row tile)", dcpattn_attn_workers(plan));
+            else if (r.splits > 1)
+                snprintf(sched, sizeof sched, "%s", ws_bytes ? " (merge kernel)" : " (merged in clusters)");
             printf("%-6s %s  %s, %d splits%s; sequences %d and %d, all heads, vs CPU reference (%.1f s)\n"
                    "       out: %s\n       lse: %s\n",
-                   r.key.c_str(), ok ? "PASS" : "FAIL", r.variant.c_str(), r.splits,
-                   r.splits > 1 ? (ws_bytes ? " (merge kernel)" : " (merged in clusters)") : "", vseq[0], vseq[nval - 1],
+                   r.key.c_str(), ok ? "PASS" : "FAIL", r.variant.c_str(), r.splits, sched, vseq[0], vseq[nval - 1],
                    now_s() - t0, r.err_out.c_str(), r.err_lse.c_str());
             r.status = ok ? "PASS" : "FAIL";
             if (!ok) {
@@ -772,11 +791,12 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
                 if (s2) die("%s: attn_run: %s: %s", r.key.c_str(), dcpattn_status_string(s2), dcpattn_last_error());
             };
             timing t = time_runs(fn, 3, g_iters, st);
-            const double kv = (double)c->B * c->S * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2;
+            const double kv = keys * c->Hkv * (c->Dqk + (c->mla ? 0 : c->Dv)) * 2;
             /* split partials through the workspace (none when they are merged inside clusters) */
             const double part = r.splits > 1 && ws_bytes ? 2.0 * r.splits * (double)l_elems * (c->Dv + 1) * 4 : 0;
             r.bytes = kv + (double)q_elems * 2 + (double)o_elems * 2 + (double)l_elems * 4 + part;
-            r.flops = c->mla ? 2.0 * l_elems * c->S * (double)(c->Dqk + c->Dv) : 4.0 * l_elems * c->S * (double)c->Dqk;
+            /* (l_elems / B query rows per sequence) */
+            r.flops = (c->mla ? 2.0 * (double)(c->Dqk + c->Dv) : 4.0 * (double)c->Dqk) * ((double)l_elems / c->B) * keys;
             r.us = t.med_us;
             r.us_min = t.min_us;
             r.us_max = t.max_us;
@@ -1252,7 +1272,7 @@ static void print_table(void) {
 /* Without a GPU: the validation path itself. A fake "device output" (the bf16-math reference,
    rounded to bf16) must pass; one computed without the causal mask must fail. */
 static int cpu_selftest(void) {
-    const attn_case c = {"T", 0, 0, 3, 8, 2, 64, 64, 256, 16, 4, 1, 2, {3}};
+    const attn_case c = {"T", 0, 0, 3, 8, 2, 64, 64, 256, 16, 4, 1, 2, {3}, 0, 0};
     const int64_t L = pick_L(c.S, c.W, c.r, c.I);
     const int ppseq = c.S / c.page, q_len = 3, total_q = c.B * q_len;
     const int64_t k_page = (int64_t)c.page * c.Hkv * c.Dqk;
@@ -1358,7 +1378,7 @@ int main(int argc, char **argv) {
         else if (a == "--selftest-cpu") return cpu_selftest();
         else {
             fprintf(stderr,
-                    "usage: bench [--json FILE] [--only G1,G2,M1,M2,R1,R2,HOST] [--iters N>=20] [--seed N] "
+                    "usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N>=20] [--seed N] "
                     "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
                     "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
                     "tile) [--splits N] (force the split count)\n");
@@ -1396,11 +1416,15 @@ int main(int argc, char **argv) {
     DC_OK(dcpattn_context_create(&cd, &ctx));
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
-    const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}};
-    const attn_case G2 = {"G2", 2, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}};
+    const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, 0};
+    const attn_case G2 = {"G2", 2, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, 0};
     /* M1: DESIGN.md gives W=8 and no rank or interleave: rank 0, I = 1 here. M2: W = 1. */
-    const attn_case M1 = {"M1", 3, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}};
-    const attn_case M2 = {"M2", 4, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}};
+    const attn_case M1 = {"M1", 3, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0};
+    const attn_case M2 = {"M2", 4, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0};
+    /* M3 (ours, not DESIGN.md's): M1's shape with a skewed batch, one sequence of 65536 local
+       keys and 31 of 2048, planned with the heuristic split (M3) and the balanced schedule (M3B) */
+    const attn_case M3 = {"M3", 7, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, 0};
+    const attn_case M3B = {"M3B", 8, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, DCPATTN_SPLITS_BALANCED};
     const merge_case R1 = {"R1", 5, 8, 256, 128, 512};
     const merge_case R2 = {"R2", 6, 4, 4096, 64, 128};
 
@@ -1412,6 +1436,8 @@ int main(int argc, char **argv) {
     /* MLA last: a kernel under construction that faults would take the CUDA context with it */
     if (wanted(only, "M1")) attn_case_run(ctx, &M1, st);
     if (wanted(only, "M2")) attn_case_run(ctx, &M2, st);
+    if (wanted(only, "M3")) attn_case_run(ctx, &M3, st);
+    if (wanted(only, "M3")) attn_case_run(ctx, &M3B, st);
     CUDA_OK(cudaStreamSynchronize(st));
     CUDA_OK(cudaStreamDestroy(st));
     dcpattn_context_destroy(ctx);

@@ -248,6 +248,11 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
    Family by shape: GQA/MQA when head_dim_qk == head_dim_v (64, 96, 128, 192, 256, any
    num_q_heads % num_kv_heads == 0); MLA when head_dim_qk = 576, head_dim_v = 512 and
    num_kv_heads = 1 (V = the first 512 channels of each K row; v_cache may alias k_cache). */
+/* num_splits of an MLA plan: the batch's keys cut into equal ranges over one wave of CTAs
+   whatever the sequence lengths (max_batch <= 256; see dcpattn_attn_workers). For batches
+   whose lengths differ widely; on even ones the per-sequence split is faster. */
+#define DCPATTN_SPLITS_BALANCED (-1)
+
 typedef struct dcpattn_attn_desc {
     dcpattn_dtype dtype;         /* q, k, v and out: bf16 (default) or fp16 */
     int num_q_heads, num_kv_heads;
@@ -264,7 +269,8 @@ typedef struct dcpattn_attn_desc {
     int max_q_len;               /* >= every sequence's query length */
     int max_total_q;             /* >= cu_seqlens_q[batch]; 0: max_batch * max_q_len */
     int max_seqlen_k;            /* >= every seqused_k (local tokens) */
-    int num_splits;              /* split-KV count; 0: heuristic, 1: no split */
+    int num_splits;              /* split-KV count; 0: heuristic, 1: no split;
+                                    DCPATTN_SPLITS_BALANCED: MLA's balanced schedule */
     int num_sms;                 /* 0: the device's */
 } dcpattn_attn_desc;
 
@@ -300,9 +306,14 @@ DCPATTN_API dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const 
 DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
 /* Device workspace a run needs (256-byte aligned); 0 without splits, and 0 where the split-KV
    partials are merged inside thread-block clusters (sm_90+, GQA, at most 8 splits and at
-   most one CTA per SM). */
+   most one CTA per SM). Its contents need no initialization. */
 DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
+/* MLA's balanced schedule (num_splits = DCPATTN_SPLITS_BALANCED): the number of CTAs per row
+   tile (one wave: num_sms divided by the row tiles) over which the keys of the whole batch are
+   cut in equal ranges, whatever the sequence lengths; a sequence cut between CTAs is merged
+   inside the launch by the CTA that ends it, through the workspace. 0 for other plans. */
+DCPATTN_API int dcpattn_attn_workers(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
 /* Stream-ordered: no host sync, no allocation, no compile; safe in CUDA graph capture. */
 DCPATTN_API dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args,
@@ -436,7 +447,7 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         const int *seqused_k_global;                                                  \
         float *o_part;                                                                \
         float *lse_part;                                                              \
-        int *counters;                                                                \
+        unsigned long long *flags; /* MLA balanced: one publication word per CTA */   \
         long long q_st, q_sh;                                                         \
         long long k_sp, k_st, k_sh;                                                   \
         long long v_sp, v_st, v_sh;                                                   \
@@ -448,7 +459,8 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         int page_size, num_splits, causal, lse_base2;                                 \
         int world, rank, interleave, cluster_merge;                                   \
         float scale_log2;                                                             \
-        float pad1;                                                                   \
+        int workers; /* MLA balanced: persistent CTAs per row tile (0: off) */        \
+        unsigned long long token; /* balanced: this run's publication token */       \
     } dcpattn_attn_kparams;
 DCPATTN_KERNEL_ABI
 
@@ -759,6 +771,7 @@ typedef struct dcpattn__variant {
     char *name;
     dcpattn__CUmodule module;
     dcpattn__CUfunction fn;
+    dcpattn__CUfunction fn_balanced; /* MLA: NAME_balanced, the balanced schedule's kernel */
     int threads, smem, rows, kv_tile, items;
     int cluster_splits; /* attention: most splits its kernel merges inside a cluster (0: none) */
     int registers, shared_bytes, spill_bytes;
@@ -1409,6 +1422,12 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             s = dcpattn__cu_check(dcpattn__cu.ModuleLoadData(&v.module, blob.data), "cuModuleLoadData");
             if (!s)
                 s = dcpattn__cu_check(dcpattn__cu.ModuleGetFunction(&v.fn, v.module, name), "cuModuleGetFunction");
+            if (!s && strncmp(name, "mla_", 4) == 0) { /* (absent from a module built from older templates) */
+                char bname[160];
+                snprintf(bname, sizeof bname, "%s_balanced", name);
+                if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced, v.module, bname) != 0)
+                    v.fn_balanced = NULL;
+            }
             if (!s && v.smem > 48 * 1024) {
                 if (v.smem > ctx->max_smem_optin)
                     s = dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "%s needs %d bytes of shared memory; the device allows %d",
@@ -1416,6 +1435,10 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
                 else
                     s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, v.smem),
                                           "cuFuncSetAttribute");
+                if (!s && v.fn_balanced)
+                    s = dcpattn__cu_check(
+                        dcpattn__cu.FuncSetAttribute(v.fn_balanced, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, v.smem),
+                        "cuFuncSetAttribute (balanced)");
             }
             if (s && v.module)
                 dcpattn__cu.ModuleUnload(v.module);
@@ -1930,6 +1953,8 @@ struct dcpattn_attn_plan {
     dcpattn__variant *attn, *merge;
     int num_splits, row_tiles;
     int cluster; /* the num_splits CTAs of a row tile form a cluster and merge in it */
+    int workers; /* MLA balanced schedule: CTAs per row tile (0: none) */
+    size_t records_bytes; /* balanced: the pieces' states, then 8 words per CTA */
     size_t workspace_bytes, part_offset_lse;
     dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
     dcpattn_merge_kparams mkp; /* the split merge; run adds workspace, out and lse */
@@ -2019,8 +2044,17 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     if (!dcpattn__mul(d->max_q_len, d->num_q_heads, &t) || t > INT32_MAX)
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_q_len*num_q_heads = %d*%d overflows", d->max_q_len,
                              d->num_q_heads);
-    if (d->num_splits < 0 || d->num_splits > DCPATTN_MAX_MERGE_STATES)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_splits = %d (0 = auto, 1..%d)", d->num_splits,
+    if (d->num_splits == DCPATTN_SPLITS_BALANCED) {
+        if (!dcpattn__is_mla(d))
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: num_splits = %d (DCPATTN_SPLITS_BALANCED): the balanced schedule is MLA's",
+                                 d->num_splits);
+        if (d->max_batch > 256)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: the balanced schedule takes at most 256 sequences (max_batch = %d)", d->max_batch);
+    } else if (d->num_splits < 0 || d->num_splits > DCPATTN_MAX_MERGE_STATES)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: num_splits = %d (0 = auto, 1..%d, DCPATTN_SPLITS_BALANCED)", d->num_splits,
                              DCPATTN_MAX_MERGE_STATES);
     if (d->num_sms < 0)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_sms = %d", d->num_sms);
@@ -2249,6 +2283,15 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     return best_s;
 }
 
+/* MLA's balanced schedule (mla.cuh; asked for with num_splits = DCPATTN_SPLITS_BALANCED, for
+   MLA and at most 256 sequences, as the descriptor check made sure): CTAs per row tile, one
+   wave of the kernel's one CTA per SM; else 0. */
+static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int row_tiles) {
+    if (d->num_splits != DCPATTN_SPLITS_BALANCED)
+        return 0;
+    return num_sms / row_tiles > 1 ? num_sms / row_tiles : 1;
+}
+
 /* The launch parameters that depend only on the descriptor, built once per plan, and the
    workspace of the split partials when a merge kernel merges them. */
 static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
@@ -2267,7 +2310,14 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->interleave = d->dcp_interleave;
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
     kp->cluster_merge = p->cluster;
-    if (p->num_splits > 1 && !p->cluster) {
+    kp->workers = p->workers;
+    if (p->workers) {
+        /* per CTA: its piece's state (33 x 256 x 16 bytes: O, reference max and row-sum parts
+           of each thread), then 8 words (publication flag, schedule) */
+        const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
+        p->records_bytes = ctas * 33u * 256u * 16u;
+        p->workspace_bytes = p->records_bytes + ctas * 64u;
+    } else if (p->num_splits > 1 && !p->cluster) {
         /* partials o fp32 [splits, max_total_q, hq, dv], then (256-byte aligned) lse fp32
            [splits, max_total_q, hq], merged (base 2 in) into out and lse */
         dcpattn_merge_args m;
@@ -2323,7 +2373,10 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         num_sms = p->d.num_sms ? p->d.num_sms : ctx->num_sms;
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
-        p->num_splits = p->d.num_splits ? p->d.num_splits : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
+        p->workers = dcpattn__balance_workers(&p->d, num_sms, p->row_tiles);
+        p->num_splits = p->workers ? 1
+                        : p->d.num_splits ? p->d.num_splits
+                                          : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
         /* Clusters only for grids of at most one CTA per SM: there the second launch is a
            large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
            3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
@@ -2353,11 +2406,29 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
 void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan) { free(plan); }
 size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan) { return plan ? plan->workspace_bytes : 0; }
 int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan) { return plan ? plan->num_splits : 0; }
+int dcpattn_attn_workers(const dcpattn_attn_plan *plan) { return plan ? plan->workers : 0; }
 const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan) { return plan ? plan->variant : ""; }
 
 /* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
    tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
    min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles. */
+/* A token no earlier run of this process used (odd, so never 0: the words' reset value): the
+   balanced schedule's publication flags carry it, so a word left from another run or another
+   plan's use of the workspace cannot pass for this run's (CUDA graph replays reuse the token:
+   the kernel leaves every flag it waited on at 0). */
+static unsigned long long dcpattn__token_base, dcpattn__token_ctr;
+static pthread_once_t dcpattn__token_once = PTHREAD_ONCE_INIT;
+static void dcpattn__token_init(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    dcpattn__token_base = (((unsigned long long)ts.tv_sec << 30) ^ ((unsigned long long)ts.tv_nsec << 1) ^
+                           ((unsigned long long)getpid() << 45)) | 1ull;
+}
+static unsigned long long dcpattn__run_token(void) {
+    pthread_once(&dcpattn__token_once, dcpattn__token_init);
+    return dcpattn__token_base + 2ull * __atomic_add_fetch(&dcpattn__token_ctr, 1ull, __ATOMIC_RELAXED);
+}
+
 static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
     enum { UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3, OOB_FILL_NONE = 0 }; /* cuda.h's values */
     const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
@@ -2421,14 +2492,28 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.batch = a.batch;
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
-    if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
+    if (plan->workers && !plan->attn->fn_balanced)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel",
+                             plan->attn->name);
+    if (plan->workers) { /* balanced: the pieces' states and the CTAs' words */
+        kp.o_part = (float *)workspace;
+        kp.flags = (unsigned long long *)((char *)workspace + plan->records_bytes);
+        kp.token = dcpattn__run_token(); /* (batch <= max_batch <= 256: checked above and at plan time) */
+    } else if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);
     }
-    DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
-                                 (unsigned)plan->row_tiles, plan->cluster ? (unsigned)plan->num_splits : 1u, &kp,
-                                 stream, "attention launch"));
-    if (plan->workspace_bytes) {
+    if (plan->workers) {
+        dcpattn__variant vb = *plan->attn;
+        vb.fn = plan->attn->fn_balanced;
+        DCPATTN__TRY(dcpattn__launch(&vb, (unsigned)plan->workers, 1u, (unsigned)plan->row_tiles, 1u, &kp, stream,
+                                     "attention launch (balanced)"));
+    } else {
+        DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
+                                     (unsigned)plan->row_tiles, plan->cluster ? (unsigned)plan->num_splits : 1u, &kp,
+                                     stream, "attention launch"));
+    }
+    if (plan->workspace_bytes && !plan->workers) {
         dcpattn_merge_kparams m = plan->mkp;
         int i;
         for (i = 0; i < plan->num_splits; i++) {

@@ -37,9 +37,12 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
     int L, kv_begin, kv_end;    // global prefix length; this split's keys on the local shard
     int cta_hi, cta_lo, n_tiles;  // key limits of the last and first row; KV tiles to visit
 
-    __device__ __forceinline__ explicit AttnCta(const dcpattn_attn_kparams &p_) : p(p_) {
-        split = blockIdx.x % p.num_splits;
-        b = blockIdx.x / p.num_splits;
+    __device__ __forceinline__ explicit AttnCta(const dcpattn_attn_kparams &p_)
+        : AttnCta(p_, blockIdx.x / p_.num_splits, blockIdx.x % p_.num_splits) {}
+    // Sequence b_, split split_ (a kernel with its own schedule: mla.cuh's balanced one).
+    __device__ __forceinline__ AttnCta(const dcpattn_attn_kparams &p_, int b_, int split_) : p(p_) {
+        split = split_;
+        b = b_;
         row0 = blockIdx.z * M_TILE;
         q_begin = p.cu_seqlens_q[b];
         q_len = p.cu_seqlens_q[b + 1] - q_begin;
@@ -52,15 +55,20 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
     // The split's keys and the CTA's key limits (only for a CTA that is not empty()).
     __device__ __forceinline__ void find_keys() {
         const int Lk = p.seqused_k[b];
-        L = p.seqused_k_global ? p.seqused_k_global[b] : Lk;
-        kv_begin = 0;
-        kv_end = Lk;
+        int lo = 0, hi = Lk;
         if (p.num_splits > 1) {
             int chunk = (Lk + p.num_splits - 1) / p.num_splits;
             chunk = (chunk + KV_TILE - 1) / KV_TILE * KV_TILE;
-            kv_begin = min(split * chunk, Lk);
-            kv_end = min(kv_begin + chunk, Lk);
+            lo = min(split * chunk, Lk);
+            hi = min(lo + chunk, Lk);
         }
+        set_keys(Lk, lo, hi);
+    }
+    // The keys [lo, hi) of the local shard (lo a multiple of KV_TILE, hi <= Lk = seqused_k[b]).
+    __device__ __forceinline__ void set_keys(int Lk, int lo, int hi) {
+        L = p.seqused_k_global ? p.seqused_k_global[b] : Lk;
+        kv_begin = lo;
+        kv_end = hi;
         cta_hi = row_limit(M_TILE - 1);  // rows are sorted by token, limits grow with the row
         cta_lo = row_limit(0);
         n_tiles = cta_hi > kv_begin ? (cta_hi - kv_begin + KV_TILE - 1) / KV_TILE : 0;

@@ -129,7 +129,166 @@ __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 12
 
 }  // namespace mla_detail
 
-template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_attn_kparams &p) {
+// The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence's
+// local keys in units of one 64-key tile (a sequence without keys counts one unit, so that
+// its rows are written), all sequences in order, cut into p.workers ranges of equal length;
+// CTA (w, z) runs row tile z of every sequence piece in range w, the last piece first. A
+// sequence cut between ranges w0 < ... < w1: its pieces in w0 .. w1 - 1 are the last piece of
+// their range, run first, and each leaves its state in the workspace (record of CTA (w, z):
+// 33 x 256 f4, thread-major) under a flag set to the run's token; CTA (w1, z) runs its
+// piece last, waits for the flags (set long before: lower workers run those pieces first, and
+// a CTA only ever waits for CTAs launched before it), adds the states to its own and writes
+// the rows. The reader resets the flags, so a graph replay with the same token starts clean;
+// a fresh token per run keeps any stale word from matching.
+struct MlaSchedule {
+    enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
+    long long lo, hi;  // this worker's units
+    long long s;       // first unit of sequence b
+    long long U;       // all units
+    int b, u, owner0;  // current sequence, its units; first worker of the sequence holding `lo`
+
+    static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
+        return max(1, (ldg_i32(p.seqused_k + b) + 63) >> 6);
+    }
+    // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
+    // 260 long longs of shared memory, free until the caller's next __syncthreads().
+    __device__ __forceinline__ bool init(const dcpattn_attn_kparams &p, long long *scratch) {
+        // one sequence per thread (the host asks for at most 256); straight-line code: a
+        // thread-dependent loop or branch here makes ptxas serialize the kernel's wgmmas (C7520)
+        const int tid = threadIdx.x, lane = tid & 31, B = p.batch;
+        const long long n = tid < B ? units(p, tid) : 0;
+        scratch[tid] = n;
+        __syncthreads();
+        if (tid < 32) {  // exclusive scan of the 256 counts: 8 per lane, then across the lanes
+            long long v[8], tot = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) tot += v[i] = scratch[lane * 8 + i];
+            long long inc = tot;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const unsigned ylo = __shfl_up_sync(0xffffffffu, (unsigned)inc, d);
+                const unsigned yhi = __shfl_up_sync(0xffffffffu, (unsigned)(inc >> 32), d);
+                if (lane >= d) inc += (long long)(((unsigned long long)yhi << 32) | ylo);
+            }
+            long long ex = inc - tot;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                scratch[lane * 8 + i] = ex;
+                ex += v[i];
+            }
+            if (lane == 31) scratch[256] = inc;
+        }
+        __syncthreads();
+        const long long total = scratch[256], G = p.workers, at = scratch[tid];
+        lo = total * blockIdx.x / G;
+        hi = total * (blockIdx.x + 1) / G;
+        if (at < hi && hi <= at + n) {  // this thread's sequence holds the range's last unit
+            scratch[257] = tid;
+            scratch[258] = at;
+        }
+        if (at <= lo && lo < at + n) scratch[259] = (G * (at + 1) + total - 1) / total - 1;  // owner of its first unit
+        fence_proxy_async();  // (TMA writes these bytes next)
+        __syncthreads();
+        // Through this CTA's words of global memory: ptxas takes a value read from shared memory
+        // (even through a shuffle) for one that may differ between the lanes, and serializes
+        // every wgmma behind a branch on it; a global load from one address it does not.
+        unsigned long long *g = p.flags + (((long long)blockIdx.x * gridDim.z + blockIdx.z) << 3);
+        if (tid == 0) {
+            const bool any = lo < hi;  // (else words 257-259 were not written)
+            g[1] = any ? (unsigned long long)scratch[257] : 0ull;
+            g[2] = any ? (unsigned long long)scratch[258] : 0ull;
+            g[3] = any ? (unsigned long long)scratch[259] : 0ull;
+            g[4] = (unsigned long long)lo;
+            g[5] = (unsigned long long)hi;
+            g[6] = (unsigned long long)total;
+        }
+        __syncthreads();
+        const volatile unsigned long long *gv = g;
+        b = (int)gv[1];
+        s = (long long)gv[2];
+        owner0 = (int)gv[3];
+        lo = (long long)gv[4];
+        hi = (long long)gv[5];
+        U = (long long)gv[6];
+        u = units(p, b);
+        return lo < hi;
+    }
+    // The keys of the current piece into cta; its role.
+    template <class Cta> __device__ __forceinline__ int keys(Cta &cta) const {
+        const long long plo = max(s, lo), phi = min(s + u, hi);
+        const int Lk = cta.p.seqused_k[b];
+        cta.set_keys(Lk, (int)(plo - s) * 64, min((int)(phi - s) * 64, Lk));
+        return s + u > hi ? PUBLISH : s < lo ? MERGE : FINAL;
+    }
+    // The piece before (a lower sequence); false: none is left.
+    __device__ __forceinline__ bool next(const dcpattn_attn_kparams &p) {
+        if (s <= lo) return false;
+        --b;
+        u = units(p, b);
+        s -= u;
+        return true;
+    }
+    static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
+        return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * (33 * 256) + threadIdx.x;
+    }
+    // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag.
+    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, const float (&o)[128], float m_lo,
+                                            float m_hi, float l_lo, float l_hi) const {
+        f4 *r = record(p, blockIdx.x);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
+        st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
+        fence_gpu();
+        __syncthreads();
+        if (threadIdx.x == 0) st_release_u64(p.flags + (((long long)blockIdx.x * gridDim.z + blockIdx.z) << 3), p.token);
+    }
+    // Whether worker w has any unit (with fewer units than workers, some have none and publish
+    // nothing).
+    __device__ __forceinline__ bool has_units(const dcpattn_attn_kparams &p, int w) const {
+        return U * w / p.workers < U * (w + 1) / p.workers;
+    }
+    // Adds the states of workers owner0 .. this one - 1 (the sequence's earlier pieces).
+    __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
+                                          float &l_lo, float &l_hi) const {
+        const int w1 = blockIdx.x;
+        if (threadIdx.x == 0)
+            for (int w = owner0; w < w1; ++w) {
+                if (!has_units(p, w)) continue;
+                unsigned long long *f = p.flags + (((long long)w * gridDim.z + blockIdx.z) << 3);
+                while (ld_acquire_u64(f) != p.token) nanosleep_ns(100);
+                *reinterpret_cast<volatile unsigned long long *>(f) = 0ull;  // clean for a replay
+            }
+        __syncthreads();
+#pragma unroll 1
+        for (int w = owner0; w < w1; ++w) {
+            if (!has_units(p, w)) continue;
+            const f4 *r = record(p, w);
+            const f4 st = ld_cg_f4(r + 32 * 256);
+            const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
+            // (a row empty in both stays empty: both factors 0)
+            const float a_lo = m_lo == neg_inf() ? 0.f : fast_exp2(m_lo - nm_lo);
+            const float a_hi = m_hi == neg_inf() ? 0.f : fast_exp2(m_hi - nm_hi);
+            const float c_lo = st.x == neg_inf() ? 0.f : fast_exp2(st.x - nm_lo);
+            const float c_hi = st.y == neg_inf() ? 0.f : fast_exp2(st.y - nm_hi);
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+                const f4 v = ld_cg_f4(r + i * 256);
+                o[4 * i + 0] = fmaf(o[4 * i + 0], a_lo, v.x * c_lo);
+                o[4 * i + 1] = fmaf(o[4 * i + 1], a_lo, v.y * c_lo);
+                o[4 * i + 2] = fmaf(o[4 * i + 2], a_hi, v.z * c_hi);
+                o[4 * i + 3] = fmaf(o[4 * i + 3], a_hi, v.w * c_hi);
+            }
+            l_lo = fmaf(l_lo, a_lo, st.z * c_lo);
+            l_hi = fmaf(l_hi, a_hi, st.w * c_hi);
+            m_lo = nm_lo;
+            m_hi = nm_hi;
+        }
+    }
+};
+
+// BALANCED: the balanced schedule (p.workers > 0), else one (sequence, split) per CTA (the
+// kernel entry picks; two instances, so that the common one keeps its straight-line code).
+template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(const dcpattn_attn_kparams &p) {
     using namespace mla_detail;
     using T = typename Tr::T;
     constexpr int GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE, THREADS = Tr::THREADS;
@@ -138,11 +297,6 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     extern __shared__ __attribute__((aligned(1024))) unsigned char mla_smem[];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    AttnCta<GROUP, M_TILE, KV_TILE> cta(p);
-    if (cta.empty()) return;
-    cta.find_keys();
-    const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
-    const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
     // 1024-byte aligned base (the SW128 atoms need it)
     const AttnSmem sm = align_smem<1024u>(mla_smem);
@@ -152,6 +306,30 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     const unsigned bar_full = base + Tr::SMEM_BAR;  // + 8 * (BLOCKS * stage + block)
     // (computed where used: hoisted out of the loop, the addresses would take registers)
     auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
+
+    // ---- which keys of which sequences: one (sequence, split) or the balanced schedule ----
+    constexpr bool balanced = BALANCED;
+    MlaSchedule sched;
+    if (balanced && !sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
+    if (tid == 0) {
+#pragma unroll
+        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
+        fence_mbar_init();
+    }
+    unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
+    for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
+    AttnCta<GROUP, M_TILE, KV_TILE> cta(p, balanced ? sched.b : blockIdx.x / p.num_splits,
+                                        balanced ? 0 : blockIdx.x % p.num_splits);
+    int role = MlaSchedule::FINAL;
+    if (balanced)
+        role = sched.keys(cta);
+    else
+        cta.find_keys();
+    if (!cta.empty()) {
+    const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
+    const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
+    // parity of the fill of tile t's stage that brings tile t
+    auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
 
     // ---- TMA loads: column blocks of tile t into stage t % 2 ----
     const void *tmap = &p.k_tmap;
@@ -187,9 +365,6 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         }
     };
     if (tid == 0) {
-#pragma unroll
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
-        fence_mbar_init();
         for (int t = 0; t < 2 && t < n_tiles; ++t) {
             TileSrc src;
             lookup(t, src);
@@ -278,7 +453,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
     auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
     auto qk_blocks = [&](int t, int b0, bool first) {
-        const unsigned par = (t >> 1) & 1, kl = k_lo(t);
+        const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
             const int blk = b0 + b;
@@ -294,7 +469,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     // S += Q K(t)^T over the rope block (Q fragments from registers)
     auto qk_rope = [&](int t) {
         const unsigned kl = k_lo(t);
-        mbar_wait(full(t & 1, BLOCKS - 1), (t >> 1) & 1);
+        mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
         for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
     };
@@ -320,7 +495,7 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
     auto zero_tail = [&](int t) {
         const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
 #pragma unroll 1
-        for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), (t >> 1) & 1);
+        for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
         for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
             const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
             *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES + r * 128 + c * 16) =
@@ -490,7 +665,14 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
         fence_regs(o);
     }
 
-    // ---- epilogue: row sums of both warpgroups, normalize, write ----
+    // ---- epilogue ----
+    // Balanced schedule: a piece whose sequence goes on in the next worker's range leaves its
+    // state (O, reference max, row sums of this thread) for the worker that ends the sequence;
+    // that one adds the states of all the sequence's earlier pieces to its own first.
+    if (role == MlaSchedule::PUBLISH) {
+        sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
+    } else {
+    if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
     __syncthreads();  // every reader of xm is past it
@@ -530,6 +712,11 @@ template <class Tr> __device__ __forceinline__ void mla_decode(const dcpattn_att
             if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
         }
     }
+    }  // not published
+    phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
+    }  // rows
+    if (!balanced || !sched.next(p)) break;
+    }  // segments
 }
 
 }  // namespace dcpattn

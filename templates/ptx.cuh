@@ -158,6 +158,35 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void *tmap, int 
                  : "memory");
 }
 
+// Global memory shared between the CTAs of one launch: 16-byte stores and loads at L2 (never
+// a stale L1 line), and a 64-bit word written with release and read with acquire semantics
+// at GPU scope.
+struct alignas(16) f4 {
+    float x, y, z, w;
+};
+__device__ __forceinline__ void st_cg_f4(f4 *dst, f4 v) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ f4 ld_cg_f4(const f4 *src) {
+    f4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(src)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_u64(unsigned long long *dst, unsigned long long v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(dst), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long long *src) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(src) : "memory");
+    return v;
+}
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void nanosleep_ns(unsigned ns) { asm volatile("nanosleep.u32 %0;\n" ::"r"(ns)); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Wait until at most N of this warpgroup's committed wgmma groups are still running.

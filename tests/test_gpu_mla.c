@@ -3,7 +3,11 @@
    random inputs: outputs poisoned (NaN) before every launch, unused cache slots and padding
    NaN, DCP masks for W in {1, 2, 8} and I in {1, 64}, pages of 16/32/64/128/192, varlen
    q_len 1..4, Hq 16..128, one split and several, shards that hold nothing for some or all
-   rows, and a padded token stride. Without a GPU it says so and runs nothing. */
+   rows, and a padded token stride; and the balanced schedule (DCPATTN_SPLITS_BALANCED, num_sms
+   set for 2..7 workers per row tile, so that sequences are cut between CTAs and merged in the
+   launch), each also replayed twice from a CUDA graph into poisoned outputs
+   and compared bit for bit with the direct run (a replay reuses its run's token). Without a
+   GPU it says so and runs nothing. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -26,6 +30,7 @@ typedef struct mla_case {
     int pad_t;         /* extra elements per token row (0: contiguous rows of 576) */
     int ramp;          /* 1: K row j scaled by 1 + j / 32, so later tiles keep topping the row
                           maxima (every warpgroup raises them and hands the raise over) */
+    int workers;       /* > 0: the balanced schedule with this many workers per row tile */
 } mla_case;
 
 static void run_case(dcpattn_context *ctx, const mla_case *c) {
@@ -60,9 +65,10 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
         if (c->q_len[b] > max_q) max_q = c->q_len[b];
     }
     total_q = cu[B];
-    snprintf(what, sizeof what, "mla %s hq=%d ps=%d W=%d r=%d I=%d causal=%d splits=%d base2=%d B=%d pad=%d ramp=%d",
+    snprintf(what, sizeof what,
+             "mla %s hq=%d ps=%d W=%d r=%d I=%d causal=%d splits=%d base2=%d B=%d pad=%d ramp=%d workers=%d",
              dt == DCPATTN_FP16 ? "fp16" : "bf16", hq, c->page_size, c->world, c->rank, c->interleave, c->causal,
-             c->splits, c->lse_base2, B, c->pad_t, c->ramp);
+             c->splits, c->lse_base2, B, c->pad_t, c->ramp, c->workers);
 
     /* global K per sequence, q */
     for (b = 0; b < B; b++) {
@@ -154,12 +160,14 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
     d.max_q_len = max_q;
     d.max_total_q = (int)total_q; /* the buffers hold exactly total_q rows */
     d.max_seqlen_k = (int)(max_local > 0 ? max_local : 1);
-    d.num_splits = c->splits;
+    d.num_splits = c->workers ? DCPATTN_SPLITS_BALANCED : c->splits;
+    if (c->workers) d.num_sms = c->workers * (int)((max_q * hq + 63) / 64); /* workers x row tiles */
     s = dcpattn_attn_plan_create(ctx, &d, &plan);
     CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: plan: %s", what, dcpattn_last_error());
     if (s == DCPATTN_STATUS_SUCCESS) {
         CHECK(strncmp(dcpattn_attn_variant(plan), "mla_", 4) == 0, "%s: variant %s", what, dcpattn_attn_variant(plan));
         CHECK(dcpattn_attn_num_splits(plan) == c->splits, "%s: %d splits planned", what, dcpattn_attn_num_splits(plan));
+        CHECK(dcpattn_attn_workers(plan) == c->workers, "%s: %d workers planned", what, dcpattn_attn_workers(plan));
         ws = dcpattn_attn_workspace_size(plan);
         if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
         memset(&a, 0, sizeof a);
@@ -193,6 +201,35 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
         CHECK(ref_err_within(&eo, &bo, 2e-3, 2e-3), "%s: out %s (baseline %.3g / %.3g)", what, ref_err_str(&eo),
               bo.max_abs, bo.rel_fro);
         CHECK(ref_err_ok(&el, 2e-3, 1e-4), "%s: lse %s", what, ref_err_str(&el));
+        if (c->workers) { /* two graph replays (one token) into poisoned outputs: the same bits */
+            cudaStream_t st;
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            uint16_t *g_out = (uint16_t *)malloc((size_t)(total_q * hq * DV) * 2);
+            float *g_lse = (float *)malloc((size_t)(total_q * hq) * 4);
+            CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+            CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            s = dcpattn_attn_run(plan, &a, d_ws, ws, st);
+            CUDA_OK(cudaStreamEndCapture(st, &g));
+            CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run in capture: %s", what, dcpattn_last_error());
+            CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+            for (i = 0; i < 2; i++) {
+                CUDA_OK(cudaMemset(d_out, 0xff, (size_t)(total_q * hq * DV) * 2));
+                CUDA_OK(cudaMemset(d_lse, 0xff, (size_t)(total_q * hq) * 4));
+                CUDA_OK(cudaGraphLaunch(ge, st));
+                CUDA_OK(cudaStreamSynchronize(st));
+                gpu_download(g_out, d_out, (size_t)(total_q * hq * DV) * 2);
+                gpu_download(g_lse, d_lse, (size_t)(total_q * hq) * 4);
+                CHECK(memcmp(g_out, h_out, (size_t)(total_q * hq * DV) * 2) == 0 &&
+                          memcmp(g_lse, h_lse, (size_t)(total_q * hq) * 4) == 0,
+                      "%s: graph replay %d differs from the direct run", what, i + 1);
+            }
+            CUDA_OK(cudaGraphExecDestroy(ge));
+            CUDA_OK(cudaGraphDestroy(g));
+            CUDA_OK(cudaStreamDestroy(st));
+            free(g_out);
+            free(g_lse);
+        }
         {
             int64_t empty = 0;
             for (i = 0; i < total_q * hq; i++) empty += r_l[i] == -INFINITY;
@@ -213,23 +250,36 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
 
 int main(void) {
     static const mla_case cases[] = {
-        /* dtype, hq, ps, W, r, I, causal, splits, base2, B, q_len[], L[], pad, ramp */
-        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0, 0},
-        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 3, 0, 3, {4, 1, 2}, {901, 2, 260}, 0, 0},
-        {DCPATTN_BF16, 128, 64, 8, 3, 1, 1, 1, 0, 3, {2, 2, 2}, {1500, 5, 27}, 0, 0},
-        {DCPATTN_BF16, 128, 16, 8, 7, 64, 1, 4, 1, 3, {1, 4, 3}, {2000, 600, 130}, 0, 0},
-        {DCPATTN_BF16, 128, 64, 1, 0, 1, 0, 2, 0, 2, {3, 1}, {400, 129}, 0, 0},
-        {DCPATTN_FP16, 16, 32, 2, 0, 64, 1, 1, 0, 3, {2, 3, 1}, {700, 64, 65}, 0, 0},
-        {DCPATTN_BF16, 128, 16, 2, 1, 1, 1, 1, 1, 2, {2, 1}, {500, 300}, 64, 0},
-        {DCPATTN_BF16, 16, 16, 8, 5, 64, 1, 2, 0, 2, {4, 1}, {300, 100}, 0, 0}, /* rank 5 holds nothing */
-        {DCPATTN_BF16, 32, 64, 1, 0, 1, 1, 5, 0, 2, {4, 3}, {1000, 64}, 0, 0},
-        {DCPATTN_BF16, 64, 16, 2, 0, 1, 1, 1, 0, 2, {3, 4}, {257, 9}, 0, 0},
-        {DCPATTN_BF16, 128, 64, 1, 0, 1, 1, 1, 0, 2, {2, 1}, {1500, 700}, 0, 1},
-        {DCPATTN_BF16, 16, 32, 2, 1, 16, 1, 3, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1},
-        {DCPATTN_FP16, 32, 16, 1, 0, 1, 1, 1, 0, 1, {3}, {1100}, 0, 1},
+        /* dtype, hq, ps, W, r, I, causal, splits, base2, B, q_len[], L[], pad, ramp, workers */
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0, 0, 0},
+        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 3, 0, 3, {4, 1, 2}, {901, 2, 260}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 64, 8, 3, 1, 1, 1, 0, 3, {2, 2, 2}, {1500, 5, 27}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 16, 8, 7, 64, 1, 4, 1, 3, {1, 4, 3}, {2000, 600, 130}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 64, 1, 0, 1, 0, 2, 0, 2, {3, 1}, {400, 129}, 0, 0, 0},
+        {DCPATTN_FP16, 16, 32, 2, 0, 64, 1, 1, 0, 3, {2, 3, 1}, {700, 64, 65}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 16, 2, 1, 1, 1, 1, 1, 2, {2, 1}, {500, 300}, 64, 0, 0},
+        {DCPATTN_BF16, 16, 16, 8, 5, 64, 1, 2, 0, 2, {4, 1}, {300, 100}, 0, 0, 0}, /* rank 5 holds nothing */
+        {DCPATTN_BF16, 32, 64, 1, 0, 1, 1, 5, 0, 2, {4, 3}, {1000, 64}, 0, 0, 0},
+        {DCPATTN_BF16, 64, 16, 2, 0, 1, 1, 1, 0, 2, {3, 4}, {257, 9}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 64, 1, 0, 1, 1, 1, 0, 2, {2, 1}, {1500, 700}, 0, 1, 0},
+        {DCPATTN_BF16, 16, 32, 2, 1, 16, 1, 3, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1, 0},
+        {DCPATTN_FP16, 32, 16, 1, 0, 1, 1, 1, 0, 1, {3}, {1100}, 0, 1, 0},
         /* pages of 128 and 192 tokens (a tile is one 64-token box at an offset in its page) */
-        {DCPATTN_BF16, 64, 128, 2, 1, 16, 1, 1, 0, 3, {2, 4, 1}, {900, 333, 70}, 0, 0},
-        {DCPATTN_BF16, 128, 192, 1, 0, 1, 1, 2, 0, 2, {2, 3}, {1300, 190}, 8, 1},
+        {DCPATTN_BF16, 64, 128, 2, 1, 16, 1, 1, 0, 3, {2, 4, 1}, {900, 333, 70}, 0, 0, 0},
+        {DCPATTN_BF16, 128, 192, 1, 0, 1, 1, 2, 0, 2, {2, 3}, {1300, 190}, 8, 1, 0},
+        /* the balanced schedule: W workers per row tile; sequences cut between them, one of
+           them over all 6 (its last piece merges five states), empty shards and sequences */
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0, 0, 3},
+        {DCPATTN_BF16, 128, 64, 8, 3, 1, 1, 1, 0, 3, {2, 2, 2}, {1500, 5, 27}, 0, 0, 2},
+        {DCPATTN_BF16, 128, 16, 8, 7, 64, 1, 1, 1, 3, {1, 4, 3}, {2000, 600, 130}, 0, 0, 5},
+        {DCPATTN_BF16, 16, 16, 8, 5, 64, 1, 1, 0, 2, {4, 1}, {300, 100}, 0, 0, 3}, /* rank 5 holds nothing */
+        {DCPATTN_BF16, 64, 64, 1, 0, 1, 1, 1, 0, 1, {3}, {2200}, 0, 1, 6},
+        {DCPATTN_FP16, 32, 32, 2, 1, 16, 1, 1, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1, 4},
+        {DCPATTN_BF16, 128, 192, 1, 0, 1, 0, 1, 0, 2, {2, 3}, {1300, 190}, 8, 0, 7},
+        {DCPATTN_BF16, 16, 64, 2, 0, 1, 1, 1, 0, 8, {1, 1, 2, 1, 3, 1, 1, 4}, {900, 20, 2, 640, 1300, 64, 130, 7}, 0, 0, 5},
+        /* fewer units than workers: workers without keys between the pieces of a sequence */
+        {DCPATTN_BF16, 16, 64, 1, 0, 1, 1, 1, 0, 1, {2}, {150}, 0, 0, 6},
+        {DCPATTN_BF16, 32, 16, 1, 0, 1, 1, 1, 0, 3, {1, 2, 1}, {10, 140, 1}, 0, 0, 7},
     };
     dcpattn_context *ctx;
     int i, rep;

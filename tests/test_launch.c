@@ -11,6 +11,7 @@
 
 typedef struct launch_rec {
     unsigned grid[3], block, smem, cluster[3];
+    dcpattn__CUfunction fn;
     union {
         dcpattn_attn_kparams attn;
         dcpattn_merge_kparams merge;
@@ -19,6 +20,7 @@ typedef struct launch_rec {
 static launch_rec recs[4];
 static int nrecs;
 static dcpattn__CUfunction fake_fn = (dcpattn__CUfunction)(uintptr_t)0x1000;
+static dcpattn__CUfunction fake_balanced = (dcpattn__CUfunction)(uintptr_t)0x3000; /* MLA NAME_balanced */
 
 static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                        unsigned by, unsigned bz, unsigned smem, dcpattn_stream s, void **args,
@@ -27,7 +29,8 @@ static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsig
     (void)f, (void)by, (void)bz, (void)s, (void)extra;
     r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
     r->cluster[0] = r->cluster[1] = r->cluster[2] = 0;
-    memcpy(&r->p, args[0], f == fake_fn ? sizeof r->p.attn : sizeof r->p.merge);
+    r->fn = f;
+    memcpy(&r->p, args[0], f == fake_fn || f == fake_balanced ? sizeof r->p.attn : sizeof r->p.merge);
     return 0;
 }
 /* cuLaunchKernelEx: the same record, plus the cluster dimension attribute */
@@ -272,6 +275,53 @@ int main(void) {
             }
             CHECK(ok && ((uintptr_t)&mp->kp.k_tmap % 64) == 0, "MLA tensor map in the parameter block, 64-byte aligned");
             dcpattn_attn_plan_destroy(mp);
+        }
+        /* the balanced schedule: NAME_balanced over num_sms / row_tiles workers per row tile; the
+           workspace holds one state (33 x 256 x 16 bytes) and 8 words per CTA; a fresh odd token
+           per run */
+        {
+            dcpattn_attn_args ma = a;
+            unsigned long long tok1;
+            size_t want;
+            m.page_size = 64;
+            m.num_splits = DCPATTN_SPLITS_BALANCED;
+            m.num_sms = 20;
+            ctx->compile_only = 1;
+            CHECK(dcpattn_attn_plan_create(ctx, &m, &mp) == 0, "MLA balanced plan: %s", dcpattn_last_error());
+            if (mp) {
+                const int w = dcpattn_attn_workers(mp), rt = mp->row_tiles;
+                ctx->compile_only = 0;
+                mp->attn->fn = fake_fn;
+                mp->attn->fn_balanced = fake_balanced;
+                ma.v_cache = ma.k_cache;
+                ma.out_stride_h = 0;
+                want = (size_t)w * rt * (33 * 256 * 16 + 64);
+                CHECK(w == (20 / rt > 1 ? 20 / rt : 1) && dcpattn_attn_num_splits(mp) == 1 &&
+                          dcpattn_attn_workspace_size(mp) == want,
+                      "MLA balanced: %d workers, %d row tiles, workspace %zu (want %zu)", w, rt,
+                      dcpattn_attn_workspace_size(mp), want);
+                dcpattn__cu.TensorMapEncodeTiled = record_tmap;
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(mp, &ma, NULL, 0, 0) == DCPATTN_STATUS_WORKSPACE && nrecs == 0,
+                      "MLA balanced without a workspace: %s", dcpattn_last_error());
+                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0, "MLA balanced run: %s",
+                      dcpattn_last_error());
+                tok1 = r0->p.attn.token;
+                CHECK(nrecs == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w && r0->grid[1] == 1 &&
+                          r0->grid[2] == (unsigned)rt && r0->p.attn.workers == w &&
+                          r0->p.attn.o_part == (float *)FAKE(0x100000) &&
+                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 33 * 256 * 16 &&
+                          (tok1 & 1),
+                      "MLA balanced launch: fn %p grid %u %u %u workers %d token %llx", (void *)r0->fn, r0->grid[0],
+                      r0->grid[1], r0->grid[2], r0->p.attn.workers, tok1);
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && r0->p.attn.token != tok1 &&
+                          (r0->p.attn.token & 1),
+                      "MLA balanced: a fresh token per run");
+                dcpattn_attn_plan_destroy(mp);
+            }
+            m.num_splits = 1;
+            m.num_sms = 0;
         }
         dcpattn__cu.TensorMapEncodeTiled = NULL;
     }

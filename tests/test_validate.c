@@ -231,7 +231,7 @@ static void test_desc(void) {
         static const bad_int bad[] = {
             BAD_INT(dcpattn_attn_desc, max_seqlen_k, -1),
             BAD_INT(dcpattn_attn_desc, max_total_q, -5),
-            BAD_INT(dcpattn_attn_desc, num_splits, -1),
+            BAD_INT(dcpattn_attn_desc, num_splits, -2),
             BAD_INT(dcpattn_attn_desc, num_sms, -3),
         };
         reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
@@ -423,6 +423,22 @@ static void test_args(void) {
                 m.page_size = bad[i];
                 REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "page_size", NULL);
             }
+            m.page_size = 64;
+        }
+        {   /* the balanced schedule: MLA only, at most 256 sequences */
+            dcpattn_attn_desc g = valid_desc();
+            g.num_splits = DCPATTN_SPLITS_BALANCED;
+            REJECT(dcpattn_attn_desc_validate(&g), DCPATTN_STATUS_UNSUPPORTED, "num_splits", "-1");
+            m.num_splits = DCPATTN_SPLITS_BALANCED;
+            m.max_batch = 256;
+            CHECK(dcpattn_attn_desc_validate(&m) == DCPATTN_STATUS_SUCCESS, "MLA balanced: %s", dcpattn_last_error());
+            m.max_batch = 257;
+            REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "max_batch", "257");
+            m = valid_desc();
+            m.num_q_heads = 16;
+            m.num_kv_heads = 1;
+            m.head_dim = 576;
+            m.head_dim_v = 512;
             m.page_size = 64;
         }
         m.num_kv_heads = 2;
