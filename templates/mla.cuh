@@ -4,7 +4,9 @@
 // QK^T and for PV.
 //
 // One CTA = one (sequence, split) x 64 packed query rows (packed row R = z*64 + m is query
-// token R / GROUP, head R % GROUP, GROUP = Hq) x the split's KV tokens in tiles of 64.
+// token R / GROUP, head R % GROUP, GROUP = Hq) x the split's KV tokens in tiles of 64; or, in
+// the balanced schedule (kernel NAME_balanced, see MlaSchedule), the same for each piece of
+// one equal range of the whole batch's keys, one piece after the other.
 // 256 threads: two warpgroups, no producer. Warpgroup w owns O[:, 256w : 256w + 256] (128
 // fp32 per thread); the tiles go in pairs, t0 (even, stage 0) of warpgroup 0 and t1 (odd,
 // stage 1) of warpgroup 1 (FlashMLA's seesaw, reordered):
@@ -192,7 +194,7 @@ struct MlaSchedule {
         // Through this CTA's words of global memory: ptxas takes a value read from shared memory
         // (even through a shuffle) for one that may differ between the lanes, and serializes
         // every wgmma behind a branch on it; a global load from one address it does not.
-        unsigned long long *g = p.flags + (((long long)blockIdx.x * gridDim.z + blockIdx.z) << 3);
+        unsigned long long *g = words(p, blockIdx.x);
         if (tid == 0) {
             const bool any = lo < hi;  // (else words 257-259 were not written)
             g[1] = any ? (unsigned long long)scratch[257] : 0ull;
@@ -228,6 +230,10 @@ struct MlaSchedule {
         s -= u;
         return true;
     }
+    // The 8 words of CTA (w, blockIdx.z): its publication flag, then this schedule's values.
+    static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
+        return p.flags + (((long long)w * gridDim.z + blockIdx.z) << 3);
+    }
     static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * (33 * 256) + threadIdx.x;
     }
@@ -240,7 +246,7 @@ struct MlaSchedule {
         st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
         fence_gpu();
         __syncthreads();
-        if (threadIdx.x == 0) st_release_u64(p.flags + (((long long)blockIdx.x * gridDim.z + blockIdx.z) << 3), p.token);
+        if (threadIdx.x == 0) st_release_u64(words(p, blockIdx.x), p.token);
     }
     // Whether worker w has any unit (with fewer units than workers, some have none and publish
     // nothing).
@@ -254,7 +260,7 @@ struct MlaSchedule {
         if (threadIdx.x == 0)
             for (int w = owner0; w < w1; ++w) {
                 if (!has_units(p, w)) continue;
-                unsigned long long *f = p.flags + (((long long)w * gridDim.z + blockIdx.z) << 3);
+                unsigned long long *f = words(p, w);
                 while (ld_acquire_u64(f) != p.token) nanosleep_ns(100);
                 *reinterpret_cast<volatile unsigned long long *>(f) = 0ull;  // clean for a replay
             }
@@ -318,405 +324,412 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     }
     unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
-    AttnCta<GROUP, M_TILE, KV_TILE> cta(p, balanced ? sched.b : blockIdx.x / p.num_splits,
-                                        balanced ? 0 : blockIdx.x % p.num_splits);
-    int role = MlaSchedule::FINAL;
-    if (balanced)
-        role = sched.keys(cta);
-    else
-        cta.find_keys();
-    if (!cta.empty()) {
-    const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
-    const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
-    // parity of the fill of tile t's stage that brings tile t
-    auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
+        AttnCta<GROUP, M_TILE, KV_TILE> cta(p, balanced ? sched.b : blockIdx.x / p.num_splits,
+                                            balanced ? 0 : blockIdx.x % p.num_splits);
+        int role = MlaSchedule::FINAL;
+        if (balanced)
+            role = sched.keys(cta);
+        else
+            cta.find_keys();
+        if (!cta.empty()) {
+            const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
+            const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
+            // parity of the fill of tile t's stage that brings tile t
+            auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
 
-    // ---- TMA loads: column blocks of tile t into stage t % 2 ----
-    const void *tmap = &p.k_tmap;
-    const int ps = p.page_size, box = min(ps, KV_TILE), nbox = KV_TILE / box;  // boxes per block (<= 4)
-    const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
-    // Where tile t comes from: the page of each of its boxes and, for pages longer than a tile,
-    // the tile's first slot in its page. kv_begin is a multiple of 64, so with ps <= 64 a tile
-    // holds whole pages and with ps > 64 (a multiple of 64) it never crosses one. Pages past the
-    // last visible key's repeat it (the rows they bring are zeroed before any PV reads them).
-    struct TileSrc {
-        int page[4], slot;
-    };
-    const int tile0 = kv_begin / KV_TILE, tiles_per_page = max(ps / KV_TILE, 1);
-    const int last_page = n_tiles > 0 ? (cta_hi - 1) / ps : 0;
-    auto lookup = [&](int t, TileSrc &src) {
-        const int first = ps <= KV_TILE ? (tile0 + t) * nbox : (tile0 + t) / tiles_per_page;
-        src.slot = ps <= KV_TILE ? 0 : (tile0 + t - first * tiles_per_page) * KV_TILE;
+            // ---- TMA loads: column blocks of tile t into stage t % 2 ----
+            const void *tmap = &p.k_tmap;
+            const int ps = p.page_size, box = min(ps, KV_TILE), nbox = KV_TILE / box;  // boxes per block (<= 4)
+            const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
+            // Where tile t comes from: the page of each of its boxes and, for pages longer than a tile,
+            // the tile's first slot in its page. kv_begin is a multiple of 64, so with ps <= 64 a tile
+            // holds whole pages and with ps > 64 (a multiple of 64) it never crosses one. Pages past the
+            // last visible key's repeat it (the rows they bring are zeroed before any PV reads them).
+            struct TileSrc {
+                int page[4], slot;
+            };
+            const int tile0 = kv_begin / KV_TILE, tiles_per_page = max(ps / KV_TILE, 1);
+            const int last_page = n_tiles > 0 ? (cta_hi - 1) / ps : 0;
+            auto lookup = [&](int t, TileSrc &src) {
+                const int first = ps <= KV_TILE ? (tile0 + t) * nbox : (tile0 + t) / tiles_per_page;
+                src.slot = ps <= KV_TILE ? 0 : (tile0 + t - first * tiles_per_page) * KV_TILE;
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-            if (i < nbox) src.page[i] = ldg_i32(bt + min(first + i, last_page));
-    };
-    // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
-    auto load = [&](int t, const TileSrc &src, int b0, int nb) {
-        const int s = t & 1;
+                for (int i = 0; i < 4; ++i)
+                    if (i < nbox) src.page[i] = ldg_i32(bt + min(first + i, last_page));
+            };
+            // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
+            auto load = [&](int t, const TileSrc &src, int b0, int nb) {
+                const int s = t & 1;
 #pragma unroll 1
-        for (int blk = b0; blk < b0 + nb; ++blk) {
-            const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
-            mbar_expect_tx(bar, BLOCK_BYTES);
+                for (int blk = b0; blk < b0 + nb; ++blk) {
+                    const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
+                    mbar_expect_tx(bar, BLOCK_BYTES);
 #pragma unroll 1
-            for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
-                tma_load_3d(dst + i * box * 128, tmap, blk * 64, src.slot,
-                            i == 0 ? src.page[0] : i == 1 ? src.page[1] : i == 2 ? src.page[2] : src.page[3], bar);
-        }
-    };
-    if (tid == 0) {
-        for (int t = 0; t < 2 && t < n_tiles; ++t) {
-            TileSrc src;
-            lookup(t, src);
-            load(t, src, 0, BLOCKS);
-        }
-    }
+                    for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
+                        tma_load_3d(dst + i * box * 128, tmap, blk * 64, src.slot,
+                                    i == 0   ? src.page[0]
+                                    : i == 1 ? src.page[1]
+                                    : i == 2 ? src.page[2]
+                                             : src.page[3],
+                                    bar);
+                }
+            };
+            if (tid == 0) {
+                for (int t = 0; t < 2 && t < n_tiles; ++t) {
+                    TileSrc src;
+                    lookup(t, src);
+                    load(t, src, 0, BLOCKS);
+                }
+            }
 
-    // ---- Q tile: 64 packed rows x 576, swizzled; rows past the end are zero ----
-    {
-        const char *qb = static_cast<const char *>(p.q);
-        for (int idx = tid; idx < M_TILE * CHUNKS; idx += THREADS) {
-            const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
-            const bool ok = R < nrows;
-            const long long off =
-                ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(0, R) * p.q_sh + c * 8) * 2 : 0;
-            cp_async16(sQ + (c >> 3) * BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
-        }
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_proxy_async();
-    }
-    __syncthreads();  // Q in place, barriers initialized
+            // ---- Q tile: 64 packed rows x 576, swizzled; rows past the end are zero ----
+            {
+                const char *qb = static_cast<const char *>(p.q);
+                for (int idx = tid; idx < M_TILE * CHUNKS; idx += THREADS) {
+                    const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
+                    const bool ok = R < nrows;
+                    const long long off =
+                        ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(0, R) * p.q_sh + c * 8) * 2 : 0;
+                    cp_async16(sQ + (c >> 3) * BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off,
+                               ok ? 16 : 0);
+                }
+                cp_async_commit();
+                cp_async_wait<0>();
+                fence_proxy_async();
+            }
+            __syncthreads();  // Q in place, barriers initialized
 
-    // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
-    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wi = warp & 3, tw = tid & 127;
-    const int g = lane >> 2, q4 = lane & 3;
-    const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
-    const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
-    const float scale = p.scale_log2;
-    float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
-    volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
+            // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
+            const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wi = warp & 3, tw = tid & 127;
+            const int g = lane >> 2, q4 = lane & 3;
+            const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
+            const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
+            const float scale = p.scale_log2;
+            float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
+            volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-    // the rope block's four k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix
-    // from the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
-    unsigned qr[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
-        const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
-        ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
-    }
-    __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
-
-    // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
-    // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
-    const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
-    const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-    unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
-    unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
-
-    // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
-    const unsigned long long dq = sw128_desc(sQ, 16, 1024);
-    const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
-    const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
-    const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
-    const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
-
-    float o[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
-    float sacc[32];
-    unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
-    // O and the row sum scaled by 2^(m - nm) for rows whose reference moves to nm
-    auto rescale = [&](float nm_lo, float nm_hi) {
-        const float al_lo = m_lo == nm_lo ? 1.f : fast_exp2(m_lo - nm_lo);
-        const float al_hi = m_hi == nm_hi ? 1.f : fast_exp2(m_hi - nm_hi);
-        m_lo = nm_lo;
-        m_hi = nm_hi;
-        l_lo *= al_lo;
-        l_hi *= al_hi;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            o[4 * i + 0] *= al_lo;
-            o[4 * i + 1] *= al_lo;
-            o[4 * i + 2] *= al_hi;
-            o[4 * i + 3] *= al_hi;
-        }
-    };
-
-    const bool elected = tw == 0;
-    // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
-    // waited for as it lands; `first`: the first k-step overwrites S
-    // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
-    auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
-    auto qk_blocks = [&](int t, int b0, bool first) {
-        const unsigned par = parity(t), kl = k_lo(t);
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const int blk = b0 + b;
-            mbar_wait(full(t & 1, blk), par);
+            // the rope block's four k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix
+            // from the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
+            unsigned qr[4][4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const unsigned off = kstep(4 * blk + i);
-                wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                first && b == 0 && i == 0 ? 0 : 1);
+                const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
+                const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
+                ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
             }
-        }
-    };
-    // S += Q K(t)^T over the rope block (Q fragments from registers)
-    auto qk_rope = [&](int t) {
-        const unsigned kl = k_lo(t);
-        mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
-#pragma unroll
-        for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
-    };
-    // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
-    // (shared memory)
-    auto pv_own = [&](int t) {
-        fence_regs(o);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_rs_n256<T>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
-        wgmma_commit();
-    };
-    auto pv_other = [&](int t) {
-        fence_regs(o);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-            wgmma_ss_n256<T>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
-        wgmma_commit();
-    };
-    // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
-    // the last visible key (unused slots may hold NaN, which would survive P = 0).
-    auto zero_tail = [&](int t) {
-        const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
-#pragma unroll 1
-        for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-        for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
-            const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
-            *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES + r * 128 + c * 16) =
-                make_uint4(0u, 0u, 0u, 0u);
-        }
-        fence_proxy_async();
-        wg_sync(wg);
-    };
-    // Softmax of tile t (S in sacc) against the running reference max. Lazy max: as long as no
-    // row of this warpgroup's tile tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing
-    // moves (a row that has seen nothing, m = -inf, tops it with any visible key); else every
-    // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
-    // new reference of every row (O is waited for first). P goes to pa (A fragments), its row
-    // sums to l. Returns whether the reference moved (warpgroup-uniform).
-    auto softmax = [&](int t) -> bool {
-        const int ts = kv_begin + t * KV_TILE;
-        const bool need_mask = ts + KV_TILE > cta_lo;
-        // (raw scores until the exponent: scale > 0, so the max commutes with it)
-        float mx_lo = neg_inf(), mx_hi = neg_inf();
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            const int col = ts + n * 8 + 2 * q4;
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                if (need_mask) {
-                    if (col + e >= lim_lo) sacc[4 * n + e] = neg_inf();
-                    if (col + e >= lim_hi) sacc[4 * n + 2 + e] = neg_inf();
-                }
-                mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
-                mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
-            }
-        }
-        mx_lo = quad_max(mx_lo) * scale;
-        mx_hi = quad_max(mx_hi) * scale;
-        const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
-        if (moved) {
-            wgmma_wait<0>();  // a PV into O may still run
-            fence_regs(o);
-            rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
-            if (q4 == 0) {
-                xm[wg * 64 + r_lo] = m_lo;
-                xm[wg * 64 + r_hi] = m_hi;
-            }
-        }
-        const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
-            const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
-            const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
-            const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
-            l_lo += e0 + e1;
-            l_hi += e2 + e3;
-            pa[n >> 1][(n & 1) * 2 + 0] = pack2<T>(e0, e1);
-            pa[n >> 1][(n & 1) * 2 + 1] = pack2<T>(e2, e3);
-        }
-        return moved;
-    };
-    // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
-    // for the other warpgroup's PV
-    auto store_p = [&]() {
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
-            pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
-        }
-        fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
-    };
+            __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
 
-    // S of tile 0 (tiles 0 and 1 are on their way)
-    if (wg == 0 && n_tiles > 0) {
-        fence_regs(sacc);
-        wgmma_fence();
-        qk_blocks(0, 0, true);
-        qk_blocks(0, 4, false);
-        qk_rope(0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(sacc);
-    }
+            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
+            // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
+            const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
+            const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
+            unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
+            unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
 
-    // Pairs of tiles: t0 (stage 0) is warpgroup 0's, t1 (stage 1) warpgroup 1's. Warpgroup 1
-    // computes S of t1 while warpgroup 0 does its softmax of t0, and adds P(t0) V(t0) to its
-    // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
-    // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
-    // it last, as soon as it is done with it.
-    TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (elected threads)
-    for (int t0 = 0; t0 < n_tiles; t0 += 2) {
-        const int t1 = t0 + 1;
-        const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
-        if (elected) {
-            if (next0) lookup(t0 + 2, pg0);
-            if (next1) lookup(t0 + 3, pg1);
-        }
-        if (!next0 && kv_begin + n_tiles * KV_TILE > cta_hi) zero_tail(n_tiles - 1);  // the last pair
-        if (wg == 0) {
-            const bool moved0 = softmax(t0);
-            if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
-            if (tw == 0) flag[0] = moved0 ? 1u : 0u;
-            store_p();
-            nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
-            pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
-            wgmma_wait<0>();
-            fence_regs(o);
-            if (elected && next0) load(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
-            if (has1) {
-                nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
-                if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
-                pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
-            }
-            if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
-                fence_regs(sacc);
-                wgmma_fence();
-                qk_blocks(t0 + 2, 0, true);
-                wgmma_commit();
-            }
-            if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
-                wgmma_wait<1>();
-                if (elected) load(t0 + 3, pg1, 0, 4);
-            }
-            if (next0) {
-                qk_blocks(t0 + 2, 4, false);
-                qk_rope(t0 + 2);
-                wgmma_commit();
-            }
-            wgmma_wait<0>();
-        } else {
-            // P(t0) and the reference after t0; if that moved (rare) O1 is rescaled, with no
-            // wgmma running (ptxas serializes every wgmma if an accumulator may be read while one runs)
-            auto other_t0 = [&]() {
-                nbar_sync<2, 256>();
-                if (flag[0]) {
-                    wgmma_wait<0>();
-                    fence_regs(sacc);
-                    rescale(xm[r_lo], xm[r_hi]);
+            // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
+            const unsigned long long dq = sw128_desc(sQ, 16, 1024);
+            const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
+            const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
+            const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
+            const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
+
+            float o[128];
+#pragma unroll
+            for (int i = 0; i < 128; ++i) o[i] = 0.f;
+            float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
+            float sacc[32];
+            unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
+            // O and the row sum scaled by 2^(m - nm) for rows whose reference moves to nm
+            auto rescale = [&](float nm_lo, float nm_hi) {
+                const float al_lo = m_lo == nm_lo ? 1.f : fast_exp2(m_lo - nm_lo);
+                const float al_hi = m_hi == nm_hi ? 1.f : fast_exp2(m_hi - nm_hi);
+                m_lo = nm_lo;
+                m_hi = nm_hi;
+                l_lo *= al_lo;
+                l_hi *= al_hi;
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    o[4 * i + 0] *= al_lo;
+                    o[4 * i + 1] *= al_lo;
+                    o[4 * i + 2] *= al_hi;
+                    o[4 * i + 3] *= al_hi;
                 }
-                pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
             };
-            if (has1) {
-                fence_regs(sacc);  // S of t1, the blocks loaded first first
+
+            const bool elected = tw == 0;
+            // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
+            // waited for as it lands; `first`: the first k-step overwrites S
+            // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
+            auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
+            auto qk_blocks = [&](int t, int b0, bool first) {
+                const unsigned par = parity(t), kl = k_lo(t);
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    const int blk = b0 + b;
+                    mbar_wait(full(t & 1, blk), par);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const unsigned off = kstep(4 * blk + i);
+                        wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                        first && b == 0 && i == 0 ? 0 : 1);
+                    }
+                }
+            };
+            // S += Q K(t)^T over the rope block (Q fragments from registers)
+            auto qk_rope = [&](int t) {
+                const unsigned kl = k_lo(t);
+                mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
+#pragma unroll
+                for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+            };
+            // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
+            // (shared memory)
+            auto pv_own = [&](int t) {
+                fence_regs(o);
                 wgmma_fence();
-                qk_blocks(t1, 0, true);
-                qk_rope(t1);
-                qk_blocks(t1, 4, false);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                    wgmma_rs_n256<T>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
                 wgmma_commit();
-                other_t0();
-                wgmma_wait<1>();  // S of t1
+            };
+            auto pv_other = [&](int t) {
+                fence_regs(o);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                    wgmma_ss_n256<T>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                wgmma_commit();
+            };
+            // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
+            // the last visible key (unused slots may hold NaN, which would survive P = 0).
+            auto zero_tail = [&](int t) {
+                const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
+#pragma unroll 1
+                for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
+                for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
+                    const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
+                    *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES +
+                                               r * 128 + c * 16) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                fence_proxy_async();
+                wg_sync(wg);
+            };
+            // Softmax of tile t (S in sacc) against the running reference max. Lazy max: as long as no
+            // row of this warpgroup's tile tops it by more than MAX_SLACK, P <= 2^MAX_SLACK and nothing
+            // moves (a row that has seen nothing, m = -inf, tops it with any visible key); else every
+            // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
+            // new reference of every row (O is waited for first). P goes to pa (A fragments), its row
+            // sums to l. Returns whether the reference moved (warpgroup-uniform).
+            auto softmax = [&](int t) -> bool {
+                const int ts = kv_begin + t * KV_TILE;
+                const bool need_mask = ts + KV_TILE > cta_lo;
+                // (raw scores until the exponent: scale > 0, so the max commutes with it)
+                float mx_lo = neg_inf(), mx_hi = neg_inf();
+#pragma unroll
+                for (int n = 0; n < 8; ++n) {
+                    const int col = ts + n * 8 + 2 * q4;
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        if (need_mask) {
+                            if (col + e >= lim_lo) sacc[4 * n + e] = neg_inf();
+                            if (col + e >= lim_hi) sacc[4 * n + 2 + e] = neg_inf();
+                        }
+                        mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
+                        mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
+                    }
+                }
+                mx_lo = quad_max(mx_lo) * scale;
+                mx_hi = quad_max(mx_hi) * scale;
+                const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
+                if (moved) {
+                    wgmma_wait<0>();  // a PV into O may still run
+                    fence_regs(o);
+                    rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
+                    if (q4 == 0) {
+                        xm[wg * 64 + r_lo] = m_lo;
+                        xm[wg * 64 + r_hi] = m_hi;
+                    }
+                }
+                const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
+#pragma unroll
+                for (int n = 0; n < 8; ++n) {
+                    const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
+                    const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
+                    const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
+                    const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
+                    l_lo += e0 + e1;
+                    l_hi += e2 + e3;
+                    pa[n >> 1][(n & 1) * 2 + 0] = pack2<T>(e0, e1);
+                    pa[n >> 1][(n & 1) * 2 + 1] = pack2<T>(e2, e3);
+                }
+                return moved;
+            };
+            // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
+            // for the other warpgroup's PV
+            auto store_p = [&]() {
+#pragma unroll
+                for (int n = 0; n < 8; ++n) {
+                    pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
+                    pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
+                }
+                fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
+            };
+
+            // S of tile 0 (tiles 0 and 1 are on their way)
+            if (wg == 0 && n_tiles > 0) {
                 fence_regs(sacc);
-                const bool moved1 = softmax(t1);
-                if (tw == 0) flag[1] = moved1 ? 1u : 0u;
-                store_p();
-                nbar_arrive<3, 256>();  // P(t1) and the reference after t1 published
-            } else {
-                other_t0();
-            }
-            wgmma_wait<0>();
-            fence_regs(o);
-            if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-            if (elected && next0) load(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
-            if (has1) {
-                pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
+                wgmma_fence();
+                qk_blocks(0, 0, true);
+                qk_blocks(0, 4, false);
+                qk_rope(0);
+                wgmma_commit();
                 wgmma_wait<0>();
-                if (elected && next1) load(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                fence_regs(sacc);
             }
-        }
-        fence_regs(sacc);
-        fence_regs(o);
-    }
 
-    // ---- epilogue ----
-    // Balanced schedule: a piece whose sequence goes on in the next worker's range leaves its
-    // state (O, reference max, row sums of this thread) for the worker that ends the sequence;
-    // that one adds the states of all the sequence's earlier pieces to its own first.
-    if (role == MlaSchedule::PUBLISH) {
-        sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
-    } else {
-    if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
-    l_lo = quad_sum(l_lo);
-    l_hi = quad_sum(l_hi);
-    __syncthreads();  // every reader of xm is past it
-    if (q4 == 0) {
-        xm[wg * 64 + r_lo] = l_lo;
-        xm[wg * 64 + r_hi] = l_hi;
-    }
-    __syncthreads();
-    l_lo += xm[(wg ^ 1) * 64 + r_lo];
-    l_hi += xm[(wg ^ 1) * 64 + r_hi];
-
-    const bool split_out = p.num_splits > 1;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int R = row0 + (half ? r_hi : r_lo);
-        if (R >= nrows) continue;
-        const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        const AttnRowOut out = cta.row_out(0, R);
-        const float lse2 = row_lse2(m, l);
-        if (split_out) {
-            const long long prow = out.part(cta.split);
-            float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) {
-                f2 v;
-                v.x = o[4 * i + 2 * half] * inv;
-                v.y = o[4 * i + 2 * half + 1] * inv;
-                *reinterpret_cast<f2 *>(dst + i * 8) = v;
+            // Pairs of tiles: t0 (stage 0) is warpgroup 0's, t1 (stage 1) warpgroup 1's. Warpgroup 1
+            // computes S of t1 while warpgroup 0 does its softmax of t0, and adds P(t0) V(t0) to its
+            // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
+            // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
+            // it last, as soon as it is done with it.
+            TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (elected threads)
+            for (int t0 = 0; t0 < n_tiles; t0 += 2) {
+                const int t1 = t0 + 1;
+                const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
+                if (elected) {
+                    if (next0) lookup(t0 + 2, pg0);
+                    if (next1) lookup(t0 + 3, pg1);
+                }
+                if (!next0 && kv_begin + n_tiles * KV_TILE > cta_hi) zero_tail(n_tiles - 1);  // the last pair
+                if (wg == 0) {
+                    const bool moved0 = softmax(t0);
+                    if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    if (tw == 0) flag[0] = moved0 ? 1u : 0u;
+                    store_p();
+                    nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
+                    pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
+                    wgmma_wait<0>();
+                    fence_regs(o);
+                    if (elected && next0) load(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
+                    if (has1) {
+                        nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
+                        if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
+                        pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
+                    }
+                    if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
+                        fence_regs(sacc);
+                        wgmma_fence();
+                        qk_blocks(t0 + 2, 0, true);
+                        wgmma_commit();
+                    }
+                    if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
+                        wgmma_wait<1>();
+                        if (elected) load(t0 + 3, pg1, 0, 4);
+                    }
+                    if (next0) {
+                        qk_blocks(t0 + 2, 4, false);
+                        qk_rope(t0 + 2);
+                        wgmma_commit();
+                    }
+                    wgmma_wait<0>();
+                } else {
+                    // P(t0) and the reference after t0; if that moved (rare) O1 is rescaled, with no
+                    // wgmma running (ptxas serializes every wgmma if an accumulator may be read while one runs)
+                    auto other_t0 = [&]() {
+                        nbar_sync<2, 256>();
+                        if (flag[0]) {
+                            wgmma_wait<0>();
+                            fence_regs(sacc);
+                            rescale(xm[r_lo], xm[r_hi]);
+                        }
+                        pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
+                    };
+                    if (has1) {
+                        fence_regs(sacc);  // S of t1, the blocks loaded first first
+                        wgmma_fence();
+                        qk_blocks(t1, 0, true);
+                        qk_rope(t1);
+                        qk_blocks(t1, 4, false);
+                        wgmma_commit();
+                        other_t0();
+                        wgmma_wait<1>();  // S of t1
+                        fence_regs(sacc);
+                        const bool moved1 = softmax(t1);
+                        if (tw == 0) flag[1] = moved1 ? 1u : 0u;
+                        store_p();
+                        nbar_arrive<3, 256>();  // P(t1) and the reference after t1 published
+                    } else {
+                        other_t0();
+                    }
+                    wgmma_wait<0>();
+                    fence_regs(o);
+                    if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
+                    if (elected && next0) load(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (has1) {
+                        pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
+                        wgmma_wait<0>();
+                        if (elected && next1) load(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                    }
+                }
+                fence_regs(sacc);
+                fence_regs(o);
             }
-            if (wg == 0 && q4 == 0) p.lse_part[prow] = lse2;
-        } else {
-            unsigned *dst =
-                reinterpret_cast<unsigned *>(static_cast<char *>(p.out) + (out.out_index() + wg * 256 + 2 * q4) * 2);
+
+            // ---- epilogue ----
+            // Balanced schedule: a piece whose sequence goes on in the next worker's range leaves its
+            // state (O, reference max, row sums of this thread) for the worker that ends the sequence;
+            // that one adds the states of all the sequence's earlier pieces to its own first.
+            if (role == MlaSchedule::PUBLISH) {
+                sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
+            } else {
+                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
+                l_lo = quad_sum(l_lo);
+                l_hi = quad_sum(l_hi);
+                __syncthreads();  // every reader of xm is past it
+                if (q4 == 0) {
+                    xm[wg * 64 + r_lo] = l_lo;
+                    xm[wg * 64 + r_hi] = l_hi;
+                }
+                __syncthreads();
+                l_lo += xm[(wg ^ 1) * 64 + r_lo];
+                l_hi += xm[(wg ^ 1) * 64 + r_hi];
+
+                const bool split_out = p.num_splits > 1;
 #pragma unroll
-            for (int i = 0; i < 32; ++i) dst[i * 4] = pack2<T>(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
-            if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
+                for (int half = 0; half < 2; ++half) {
+                    const int R = row0 + (half ? r_hi : r_lo);
+                    if (R >= nrows) continue;
+                    const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
+                    const float inv = l > 0.f ? 1.f / l : 0.f;
+                    const AttnRowOut out = cta.row_out(0, R);
+                    const float lse2 = row_lse2(m, l);
+                    if (split_out) {
+                        const long long prow = out.part(cta.split);
+                        float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
+#pragma unroll
+                        for (int i = 0; i < 32; ++i) {
+                            f2 v;
+                            v.x = o[4 * i + 2 * half] * inv;
+                            v.y = o[4 * i + 2 * half + 1] * inv;
+                            *reinterpret_cast<f2 *>(dst + i * 8) = v;
+                        }
+                        if (wg == 0 && q4 == 0) p.lse_part[prow] = lse2;
+                    } else {
+                        unsigned *dst = reinterpret_cast<unsigned *>(static_cast<char *>(p.out) +
+                                                                     (out.out_index() + wg * 256 + 2 * q4) * 2);
+#pragma unroll
+                        for (int i = 0; i < 32; ++i)
+                            dst[i * 4] = pack2<T>(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
+                        if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
+                    }
+                }
+            }
+            phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }
+        if (!balanced || !sched.next(p)) break;
     }
-    }  // not published
-    phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
-    }  // rows
-    if (!balanced || !sched.next(p)) break;
-    }  // segments
 }
 
 }  // namespace dcpattn

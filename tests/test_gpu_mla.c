@@ -6,8 +6,9 @@
    rows, and a padded token stride; and the balanced schedule (DCPATTN_SPLITS_BALANCED, num_sms
    set for 2..7 workers per row tile, so that sequences are cut between CTAs and merged in the
    launch), each also replayed twice from a CUDA graph into poisoned outputs
-   and compared bit for bit with the direct run (a replay reuses its run's token). Without a
-   GPU it says so and runs nothing. */
+   and compared bit for bit with the direct run (a replay reuses its run's token). Every case
+   runs twice on fresh inputs, once with DCPATTN_TEST_QUICK=1 (for compute-sanitizer). Without
+   a GPU it says so and runs nothing. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -284,7 +285,9 @@ int main(void) {
     dcpattn_context *ctx;
     int i, rep;
     if (!gpu_test_begin(&seed, &ctx)) return check_summary();
-    for (rep = 0; rep < 2; rep++) /* fresh random inputs each time */
+    /* DCPATTN_TEST_QUICK=1 (for compute-sanitizer): one pass instead of two */
+    for (rep = 0; rep < (getenv("DCPATTN_TEST_QUICK") && atoi(getenv("DCPATTN_TEST_QUICK")) ? 1 : 2); rep++)
+        /* fresh random inputs each time */
         for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) run_case(ctx, &cases[i]);
     dcpattn_context_destroy(ctx);
     return check_summary();
