@@ -8,7 +8,7 @@ R=/tmp/r; rm -rf $R; mkdir -p $R
 snap() { tar czf $OUT/all.tgz -C /tmp r; }
 step() { name=$1; secs=$2; shift 2; t0=$(date +%s); timeout "$secs" "$@" > "$R/$name.log" 2>&1; rc=$?; echo "=== $name: exit $rc in $(( $(date +%s) - t0 )) s"; snap; return $rc; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee $R/gpu.txt
-git log --oneline -1 | tee $R/commit.txt
+echo "tree of ${COMMIT:-?}" | tee $R/commit.txt
 export DCPATTN_CACHE_DIR=/tmp/dcpattn-cache
 step test 240 make -j16 test; tail -16 $R/test.log
 make -s build/bench > $R/build-bench.log 2>&1
