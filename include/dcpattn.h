@@ -23,7 +23,9 @@
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
-     at most 8 splits, inside thread-block clusters in the same launch.
+     at most 8 splits, inside thread-block clusters in the same launch. For MLA batches of
+     uneven lengths, num_splits = DCPATTN_SPLITS_BALANCED cuts the whole batch's keys into
+     equal ranges over one wave of CTAs and merges cut sequences inside the launch.
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
      and the DCP combine across the ranks of a group over the caller's NCCL communicator
      (one all-to-all and a merge, or all-gather + reduce-scatter).
