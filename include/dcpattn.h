@@ -2411,9 +2411,6 @@ int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan) { return plan ? plan-
 int dcpattn_attn_workers(const dcpattn_attn_plan *plan) { return plan ? plan->workers : 0; }
 const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan) { return plan ? plan->variant : ""; }
 
-/* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
-   tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
-   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles. */
 /* A token no earlier run of this process used (odd, so never 0: the words' reset value): the
    balanced schedule's publication flags carry it, so a word left from another run or another
    plan's use of the workspace cannot pass for this run's (CUDA graph replays reuse the token:
@@ -2431,6 +2428,9 @@ static unsigned long long dcpattn__run_token(void) {
     return dcpattn__token_base + 2ull * __atomic_add_fetch(&dcpattn__token_ctr, 1ull, __ATOMIC_RELAXED);
 }
 
+/* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
+   tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
+   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles. */
 static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
     enum { UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3, OOB_FILL_NONE = 0 }; /* cuda.h's values */
     const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
@@ -2494,28 +2494,25 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     kp.batch = a.batch;
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
-    if (plan->workers && !plan->attn->fn_balanced)
-        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel",
-                             plan->attn->name);
-    if (plan->workers) { /* balanced: the pieces' states and the CTAs' words */
+    if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
+        dcpattn__variant vb = *plan->attn;
+        if (!vb.fn_balanced)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel", vb.name);
+        vb.fn = vb.fn_balanced;
         kp.o_part = (float *)workspace;
         kp.flags = (unsigned long long *)((char *)workspace + plan->records_bytes);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch <= 256: checked above and at plan time) */
-    } else if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
+        return dcpattn__launch(&vb, (unsigned)plan->workers, 1u, (unsigned)plan->row_tiles, 1u, &kp, stream,
+                               "attention launch (balanced)");
+    }
+    if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;
         kp.lse_part = (float *)((char *)workspace + plan->part_offset_lse);
     }
-    if (plan->workers) {
-        dcpattn__variant vb = *plan->attn;
-        vb.fn = plan->attn->fn_balanced;
-        DCPATTN__TRY(dcpattn__launch(&vb, (unsigned)plan->workers, 1u, (unsigned)plan->row_tiles, 1u, &kp, stream,
-                                     "attention launch (balanced)"));
-    } else {
-        DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
-                                     (unsigned)plan->row_tiles, plan->cluster ? (unsigned)plan->num_splits : 1u, &kp,
-                                     stream, "attention launch"));
-    }
-    if (plan->workspace_bytes && !plan->workers) {
+    DCPATTN__TRY(dcpattn__launch(plan->attn, (unsigned)(plan->num_splits * a.batch), (unsigned)d->num_kv_heads,
+                                 (unsigned)plan->row_tiles, plan->cluster ? (unsigned)plan->num_splits : 1u, &kp,
+                                 stream, "attention launch"));
+    if (plan->workspace_bytes) {
         dcpattn_merge_kparams m = plan->mkp;
         int i;
         for (i = 0; i < plan->num_splits; i++) {

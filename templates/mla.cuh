@@ -153,7 +153,7 @@ struct MlaSchedule {
         return max(1, (ldg_i32(p.seqused_k + b) + 63) >> 6);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
-    // 260 long longs of shared memory, free until the caller's next __syncthreads().
+    // 260 long longs of shared memory that no one else touches until init returns.
     __device__ __forceinline__ bool init(const dcpattn_attn_kparams &p, long long *scratch) {
         // one sequence per thread (the host asks for at most 256); straight-line code: a
         // thread-dependent loop or branch here makes ptxas serialize the kernel's wgmmas (C7520)
