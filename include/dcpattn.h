@@ -252,7 +252,8 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
    num_kv_heads = 1 (V = the first 512 channels of each K row; v_cache may alias k_cache). */
 /* num_splits of an MLA plan: the batch's keys cut into equal ranges over one wave of CTAs
    whatever the sequence lengths (max_batch <= 256; see dcpattn_attn_workers). For batches
-   whose lengths differ widely; on even ones the per-sequence split is faster. */
+   whose lengths differ widely; on even ones the per-sequence split was faster (M1 -3 %, M2
+   -7 %, examples/BENCH_NOTES.md 16). */
 #define DCPATTN_SPLITS_BALANCED (-1)
 
 typedef struct dcpattn_attn_desc {
