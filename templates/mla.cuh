@@ -314,9 +314,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
 
     // ---- which keys of which sequences: one (sequence, split) or the balanced schedule ----
-    constexpr bool balanced = BALANCED;
     MlaSchedule sched;
-    if (balanced && !sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
+    if constexpr (BALANCED)
+        if (!sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
     if (tid == 0) {
 #pragma unroll
         for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
@@ -324,10 +324,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     }
     unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
-        AttnCta<GROUP, M_TILE, KV_TILE> cta(p, balanced ? sched.b : blockIdx.x / p.num_splits,
-                                            balanced ? 0 : blockIdx.x % p.num_splits);
+        AttnCta<GROUP, M_TILE, KV_TILE> cta(p, BALANCED ? sched.b : blockIdx.x / p.num_splits,
+                                            BALANCED ? 0 : blockIdx.x % p.num_splits);
         int role = MlaSchedule::FINAL;
-        if (balanced)
+        if constexpr (BALANCED)
             role = sched.keys(cta);
         else
             cta.find_keys();
@@ -728,7 +728,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             }
             phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }
-        if (!balanced || !sched.next(p)) break;
+        if constexpr (!BALANCED)
+            break;
+        else if (!sched.next(p))
+            break;
     }
 }
 
