@@ -111,8 +111,6 @@ template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r
     else return r * Tr::ROW_BYTES + ((c ^ chunk_xor<Tr::CHUNKS>(r)) << 4);
 }
 
-struct alignas(16) f4 { float x, y, z, w; };
-
 }  // namespace gqa_detail
 
 template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {

@@ -109,8 +109,6 @@ template <int ID> __device__ __forceinline__ bool nbar_or128(bool x) {
 __device__ __forceinline__ bool wg_or(int wg, bool x) { return wg ? nbar_or128<7>(x) : nbar_or128<6>(x); }
 __device__ __forceinline__ void wg_sync(int wg) { wg ? nbar_sync<7, 128>() : nbar_sync<6, 128>(); }
 
-struct alignas(8) f2 { float x, y; };
-
 // A shared-memory descriptor from its two halves, built where it is used (volatile: the
 // compiler would otherwise hoist all loop-invariant descriptors into registers).
 __device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {

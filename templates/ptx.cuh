@@ -158,12 +158,16 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void *tmap, int 
                  : "memory");
 }
 
-// Global memory shared between the CTAs of one launch: 16-byte stores and loads at L2 (never
-// a stale L1 line), and a 64-bit word written with release and read with acquire semantics
-// at GPU scope.
+// Vectors of floats for 8- and 16-byte accesses.
+struct alignas(8) f2 {
+    float x, y;
+};
 struct alignas(16) f4 {
     float x, y, z, w;
 };
+// Global memory shared between the CTAs of one launch: 16-byte stores and loads at L2 (never
+// a stale L1 line), and a 64-bit word written with release and read with acquire semantics
+// at GPU scope.
 __device__ __forceinline__ void st_cg_f4(f4 *dst, f4 v) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                  : "memory");
