@@ -1815,16 +1815,18 @@ dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
     return dcpattn__merge_normalize(args, &a);
 }
 
-/* One launch of variant v; cluster_x > 1 cuts grid.x into clusters of that many CTAs
-   (cuLaunchKernelEx with the cluster dimension attribute). */
-static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
-                                      unsigned cluster_x, void *params, dcpattn_stream stream, const char *what) {
+/* One launch of kernel fn of variant v (v->fn, or an other entry point of its module, with
+   the same block and shared memory); cluster_x > 1 cuts grid.x into clusters of that many
+   CTAs (cuLaunchKernelEx with the cluster dimension attribute). */
+static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx, unsigned gy,
+                                         unsigned gz, unsigned cluster_x, void *params, dcpattn_stream stream,
+                                         const char *what) {
     dcpattn__CUlaunchAttribute attr;
     dcpattn__CUlaunchConfig cfg;
     void *args[1];
     args[0] = params;
     if (cluster_x <= 1)
-        return dcpattn__cu_check(dcpattn__cu.LaunchKernel(v->fn, gx, gy, gz, (unsigned)v->threads, 1, 1,
+        return dcpattn__cu_check(dcpattn__cu.LaunchKernel(fn, gx, gy, gz, (unsigned)v->threads, 1, 1,
                                                           (unsigned)v->smem, stream, args, NULL),
                                  what);
     memset(&attr, 0, sizeof attr);
@@ -1843,7 +1845,11 @@ static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, un
     cfg.stream = stream;
     cfg.attrs = &attr;
     cfg.num_attrs = 1;
-    return dcpattn__cu_check(dcpattn__cu.LaunchKernelEx(&cfg, v->fn, args, NULL), what);
+    return dcpattn__cu_check(dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL), what);
+}
+static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
+                                      unsigned cluster_x, void *params, dcpattn_stream stream, const char *what) {
+    return dcpattn__launch_fn(v, v->fn, gx, gy, gz, cluster_x, params, stream, what);
 }
 
 /* The kernel's parameter block for normalized merge arguments (state pointers only where
@@ -2496,15 +2502,14 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
-        dcpattn__variant vb = *plan->attn;
-        if (!vb.fn_balanced)
-            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel", vb.name);
-        vb.fn = vb.fn_balanced;
+        if (!plan->attn->fn_balanced)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel",
+                                 plan->attn->name);
         kp.o_part = (float *)workspace;
         kp.flags = (unsigned long long *)((char *)workspace + plan->records_bytes);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch <= 256: checked above and at plan time) */
-        return dcpattn__launch(&vb, (unsigned)plan->workers, 1u, (unsigned)plan->row_tiles, 1u, &kp, stream,
-                               "attention launch (balanced)");
+        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)plan->workers, 1u,
+                                  (unsigned)plan->row_tiles, 1u, &kp, stream, "attention launch (balanced)");
     }
     if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;
