@@ -562,6 +562,7 @@ static bool check_attn(const attn_case *c, std::vector<ref_job> &jobs, const uin
 static int g_iters = 30;
 static int g_plan_q_len = 0;   /* --plan-q-len: plan for at least this many query tokens */
 static int g_force_splits = 0; /* --splits: force the split count (0: the heuristic) */
+static int g_only_q = 0;       /* --q: only this q_len of each case (0: all; for profilers) */
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
     const int64_t L = pick_L(c->S, c->W, c->r, c->I), L_rest = c->S_rest > 0 ? pick_L(c->S_rest, c->W, c->r, c->I) : L;
@@ -661,6 +662,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         }
     }
     for (int q_len : c->qlens) {
+        if (g_only_q && q_len != g_only_q) continue;
         const int total_q = c->B * q_len;
         const int64_t q_elems = (int64_t)total_q * c->Hq * c->Dqk, o_elems = (int64_t)total_q * c->Hq * c->Dv,
                       l_elems = (int64_t)total_q * c->Hq;
@@ -1373,6 +1375,7 @@ int main(int argc, char **argv) {
         else if (a == "--no-peers") peers = 0;
         else if (a == "--plan-q-len") g_plan_q_len = atoi(val());
         else if (a == "--splits") g_force_splits = atoi(val());
+        else if (a == "--q") g_only_q = atoi(val());
         else if (a == "--peers-budget") budget = atoi(val());
         else if (a == "--peers-script") script = val();
         else if (a == "--selftest-cpu") return cpu_selftest();
@@ -1381,7 +1384,7 @@ int main(int argc, char **argv) {
                     "usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N>=20] [--seed N] "
                     "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
                     "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
-                    "tile) [--splits N] (force the split count)\n");
+                    "tile) [--splits N] (force the split count) [--q N] (only q_len N of each case)\n");
             return 2;
         }
     }

@@ -182,20 +182,26 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             slot = l - pi * ps;
         }
     };
-    auto issue_tile = [&](int stage, int pg, int slot) {
+    auto issue_tile = [&](int stage, int ts, int pg, int slot) {
+        // the lookup lane's token as byte offsets into K and V, computed once per tile and
+        // broadcast to the copying lanes of each pass; a copying lane knows from the token's
+        // index whether it is past the end (zero fill, offset 0 kept as a valid address)
+        long long ko = 0, vo = 0;
+        if (pg >= 0) {
+            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * 2;
+            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * 2;
+        }
 #pragma unroll
         for (int j = 0; j < KV_LOADS; ++j) {
             const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
-            const int jpg = __shfl_sync(0xffffffffu, pg, src);
-            const int jsl = __shfl_sync(0xffffffffu, slot, src);
+            const long long jko = __shfl_sync(0xffffffffu, ko, src);
+            const long long jvo = __shfl_sync(0xffffffffu, vo, src);
             const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
             if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
-            const bool ok = jpg >= 0;
-            const long long koff = ((long long)jpg * p.k_sp + (long long)jsl * p.k_st) * 2;
-            const long long voff = ((long long)jpg * p.v_sp + (long long)jsl * p.v_st) * 2;
+            const bool ok = ts + tk < cta_hi;
             const unsigned so = stage * Tr::TILE_BYTES + tile_off<Tr, KV_TILE>(tk, ld_c);
-            cp_async16(sK + so, ok ? kb + koff : kb, ok ? 16 : 0);
-            cp_async16(sV + so, ok ? vb + voff : vb, ok ? 16 : 0);
+            cp_async16_or_zero(sK + so, kb + jko, ok);
+            cp_async16_or_zero(sV + so, vb + jvo, ok);
         }
     };
 
@@ -203,7 +209,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     fetch_page(kv_begin, pg, pslot);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        issue_tile(s, pg, pslot);
+        issue_tile(s, kv_begin + s * KV_TILE, pg, pslot);
         cp_async_commit();
         fetch_page(kv_begin + (s + 1) * KV_TILE, pg, pslot);
     }
@@ -262,7 +268,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
         {
             const int tn = t + STAGES - 1;
-            issue_tile(tn % STAGES, pg, pslot);
+            issue_tile(tn % STAGES, kv_begin + tn * KV_TILE, pg, pslot);
             cp_async_commit();
             fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
         }
@@ -303,31 +309,30 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             }
         }
 
-        // scale to log2 units; mask keys past each row's limit (only tiles that reach one)
+        // mask keys past each row's limit (only tiles that reach one); scores stay raw until
+        // the exponent (scale > 0, so the raw row max is the scaled one's)
         const bool need_mask = ts + KV_TILE > cta_lo;
+        if (need_mask) {
 #pragma unroll
-        for (int n = 0; n < NW / 8; ++n) {
-            const int col = ts + wn * NW + n * 8 + 2 * q4;
+            for (int n = 0; n < NW / 8; ++n) {
+                const int col = ts + wn * NW + n * 8 + 2 * q4;
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                s[n][e] *= scale;
-                s[n][2 + e] *= scale;
-                if (need_mask) {
+                for (int e = 0; e < 2; ++e) {
                     if (col + e >= lim_lo) s[n][e] = neg_inf();
                     if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
                 }
             }
         }
 
-        // online softmax, base 2
-        float mx_lo = m_lo, mx_hi = m_hi;
+        // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
+        float rx_lo = neg_inf(), rx_hi = neg_inf();
 #pragma unroll
         for (int n = 0; n < NW / 8; ++n) {
-            mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+            rx_lo = fmaxf(rx_lo, fmaxf(s[n][0], s[n][1]));
+            rx_hi = fmaxf(rx_hi, fmaxf(s[n][2], s[n][3]));
         }
-        mx_lo = quad_max(mx_lo);
-        mx_hi = quad_max(mx_hi);
+        const float mx_lo = fmaxf(m_lo, quad_max(rx_lo) * scale);
+        const float mx_hi = fmaxf(m_hi, quad_max(rx_hi) * scale);
         // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
         const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
         const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
@@ -337,21 +342,24 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
         for (int n = 0; n < NW / 8; ++n) {
-            s[n][0] = fast_exp2(s[n][0] - mu_lo);
-            s[n][1] = fast_exp2(s[n][1] - mu_lo);
-            s[n][2] = fast_exp2(s[n][2] - mu_hi);
-            s[n][3] = fast_exp2(s[n][3] - mu_hi);
+            s[n][0] = fast_exp2(fmaf(s[n][0], scale, -mu_lo));
+            s[n][1] = fast_exp2(fmaf(s[n][1], scale, -mu_lo));
+            s[n][2] = fast_exp2(fmaf(s[n][2], scale, -mu_hi));
+            s[n][3] = fast_exp2(fmaf(s[n][3], scale, -mu_hi));
             sum_lo += s[n][0] + s[n][1];
             sum_hi += s[n][2] + s[n][3];
         }
         l_lo = l_lo * al_lo + sum_lo;
         l_hi = l_hi * al_hi + sum_hi;
+        // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
+        if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) {
 #pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-            o[i][0] *= al_lo;
-            o[i][1] *= al_lo;
-            o[i][2] *= al_hi;
-            o[i][3] *= al_hi;
+            for (int i = 0; i < D / 8; ++i) {
+                o[i][0] *= al_lo;
+                o[i][1] *= al_lo;
+                o[i][2] *= al_hi;
+                o[i][3] *= al_hi;
+            }
         }
 
         // O += P V

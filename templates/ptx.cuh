@@ -19,6 +19,12 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int sr
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                  : "memory");
 }
+// The same copy, or 16 zero bytes where !ok (src is then not read; keep it a valid address).
+__device__ __forceinline__ void cp_async16_or_zero(unsigned dst, const void *src, bool ok) {
+    asm volatile("{\n .reg .pred z;\n setp.eq.u32 z, %2, 0;\n cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(dst),
+                 "l"(src), "r"((unsigned)ok)
+                 : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Wait until at most N groups of this thread's copies are in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {
