@@ -28,7 +28,7 @@
 // Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
 // `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
 // x page_size tokens x pages; box 64 channels x min(page_size, 64) tokens; 128-byte swizzle)
-// that the host encodes per call. One elected thread per warpgroup refills a block for the
+// that the host encodes per call. One thread per warp of the warpgroup refills a block for the
 // tile two ahead as soon as the block's last reader is done: blocks 0-3 (V of warpgroup 0)
 // by warpgroup 0 after its PV of that tile, blocks 4-8 (V of warpgroup 1 and rope) by
 // warpgroup 1 after its PV. Tiles 0 and 1 are loaded at the start. In the CTA's last tile,
@@ -356,10 +356,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     if (i < nbox) src.page[i] = ldg_i32(bt + min(first + i, last_page));
             };
             // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
-            auto load = [&](int t, const TileSrc &src, int b0, int nb) {
+            // blocks first, first + step, ... below end
+            auto load = [&](int t, const TileSrc &src, int first, int end, int step) {
                 const int s = t & 1;
 #pragma unroll 1
-                for (int blk = b0; blk < b0 + nb; ++blk) {
+                for (int blk = first; blk < end; blk += step) {
                     const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
                     mbar_expect_tx(bar, BLOCK_BYTES);
 #pragma unroll 1
@@ -376,7 +377,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 for (int t = 0; t < 2 && t < n_tiles; ++t) {
                     TileSrc src;
                     lookup(t, src);
-                    load(t, src, 0, BLOCKS);
+                    load(t, src, 0, BLOCKS, 1);
                 }
             }
 
@@ -456,7 +457,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
             };
 
-            const bool elected = tw == 0;
+            // A refill of blocks [b0, b0 + nb) is shared by the warps of the warpgroup: one thread of
+            // warp wi issues blocks b0 + wi and b0 + wi + 4 (no warp lags far behind the others at
+            // the next wgmma, where the warpgroup meets)
+            const bool elected = lane == 0;
+            auto refill = [&](int t, const TileSrc &src, int b0, int nb) { load(t, src, b0 + wi, b0 + nb, 4); };
             // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
@@ -610,7 +615,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
                     wgmma_wait<0>();
                     fence_regs(o);
-                    if (elected && next0) load(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
+                    if (elected && next0) refill(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
                         if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
@@ -624,7 +629,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if (elected) load(t0 + 3, pg1, 0, 4);
+                        if (elected) refill(t0 + 3, pg1, 0, 4);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);
@@ -664,11 +669,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (elected && next0) load(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (elected && next1) load(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
                     }
                 }
                 fence_regs(sacc);
