@@ -601,15 +601,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
-                // the page lookups of the tiles this pair refills, done where the warpgroup has a
-                // wgmma in flight (not in front of its next one: the table loads and their address
-                // arithmetic would delay it)
-                auto lookups = [&]() {
-                    if (elected) {
-                        if (next0) lookup(t0 + 2, pg0);
-                        if (next1) lookup(t0 + 3, pg1);
-                    }
-                };
+                if (elected) {
+                    if (next0) lookup(t0 + 2, pg0);
+                    if (next1) lookup(t0 + 3, pg1);
+                }
                 if (!next0 && kv_begin + n_tiles * KV_TILE > cta_hi) zero_tail(n_tiles - 1);  // the last pair
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
@@ -618,7 +613,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     store_p();
                     nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
-                    lookups();   // (while the PV runs)
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (elected && next0) refill(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
@@ -662,7 +656,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         qk_rope(t1);
                         qk_blocks(t1, 4, false);
                         wgmma_commit();
-                        lookups();  // (while S of t1 is computed)
                         other_t0();
                         wgmma_wait<1>();  // S of t1
                         fence_regs(sacc);
