@@ -15,7 +15,10 @@
 // indices of the tile after next are loaded into registers one iteration early, so no
 // table lookup sits in front of a copy. Shared tiles are XOR-swizzled so ldmatrix is free
 // of bank conflicts; QK^T and PV run on mma.sync m16n8k16 with fp32 accumulation and the
-// S accumulators become the A operand of PV without leaving registers.
+// S accumulators become the A operand of PV without leaving registers. Softmax in base 2 on
+// raw scores (the scale joins the exponent's FFMA; the mask is a branch taken only by tiles
+// that reach a row's limit), O rescaled only when a row max of the warp moves: the tile loop
+// is short in instructions, which the q_len 4-8 rows need (examples/BENCH_NOTES.md 18).
 //
 // Hopper (sm_90a), one warpgroup of 64 rows (M_TILE 64, 128 threads, D 128): the same
 // pipeline and softmax, but QK^T and PV run on wgmma (m64n64k16 and m64n128k16, Q and P from
