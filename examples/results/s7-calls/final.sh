@@ -3,19 +3,7 @@
 # GPU program), the benchmark with peers (M3: the skewed batch, split heuristic and balanced
 # schedule), the demo, the MLA suite (one pass) under memcheck / synccheck / racecheck, and
 # tests/gpu_multi.sh at W = 1. Each step bounded; logs in $OUT/all.tgz after every step.
-. tests/gpu_env.sh
-R=/tmp/r; rm -rf $R; mkdir -p $R
-snap() { tar czf $OUT/all.tgz -C /tmp r; }
-step() { name=$1; secs=$2; shift 2; t0=$(date +%s); timeout "$secs" "$@" > "$R/$name.log" 2>&1; rc=$?; echo "=== $name: exit $rc in $(( $(date +%s) - t0 )) s"; snap; return $rc; }
+. examples/results/s7-calls/lib.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee $R/gpu.txt
 echo "tree of ${COMMIT:-?}" | tee $R/commit.txt
-export DCPATTN_CACHE_DIR=/tmp/dcpattn-cache
-step test 240 make -j16 test; tail -16 $R/test.log
-make -s build/bench > $R/build-bench.log 2>&1
-step bench 200 build/bench --json $R/bench.json --peers-budget 45; grep -E "ceiling|^(G|M|R)[123B]*/?[a-z0-9]* +(PASS|FAIL)|run\(\)|host:|graph|empty" $R/bench.log | head -40
-step demo 40 make demo; tail -3 $R/demo.log
-for tool in memcheck synccheck racecheck; do
-  step san-$tool 100 env DCPATTN_TEST_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 build/test_gpu_mla; grep -E "passed|ERROR SUMMARY|RACECHECK SUMMARY" $R/san-$tool.log | tail -2
-done
-step multi 60 env OUT=$R RUN_SECONDS=30 sh tests/gpu_multi.sh; tail -2 $R/multi-summary.log
-snap
+final_steps

@@ -2,10 +2,7 @@
 # Session 7, closing call (device time nearly spent): the GPU suites of every timed kernel
 # (test_gpu_attn, test_gpu_mla) and the benchmark, in one command, on HEAD (the lookup move
 # reverted: the MLA kernel is c075af6's again).
-. tests/gpu_env.sh
-R=/tmp/r; rm -rf $R; mkdir -p $R
-snap() { tar czf $OUT/all.tgz -C /tmp r; }
-step() { name=$1; secs=$2; shift 2; t0=$(date +%s); timeout "$secs" "$@" > "$R/$name.log" 2>&1; rc=$?; echo "=== $name: exit $rc in $(( $(date +%s) - t0 )) s"; snap; return $rc; }
+. examples/results/s7-calls/lib.sh
 export DCPATTN_CACHE_DIR=/tmp/dcpattn-cache
 make -s -j16 build/bench build/test_gpu_attn build/test_gpu_mla > $R/build.log 2>&1 || tail -20 $R/build.log
 step test-attn 60 build/test_gpu_attn; tail -1 $R/test-attn.log
