@@ -421,10 +421,14 @@ DCPATTN_API dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_ncc
 DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, int timeout_ms);
 
 /* ---- kernel launch ABI ----
-   The parameter blocks the kernels receive (one __grid_constant__ struct each). The same
-   text is handed to NVRTC, so host and device layouts cannot drift apart. Strides are in
-   elements. Not needed by callers. */
+   The parameter blocks the kernels receive (one __grid_constant__ struct each) and the
+   workspace layout constants both sides use. The same text is handed to NVRTC, so host and
+   device layouts cannot drift apart. Strides are in elements. Not needed by callers. */
 #define DCPATTN_KERNEL_ABI                                                            \
+    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
+       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
+       (publication flag, schedule values) */                                         \
+    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_merge_kparams {                                            \
         const void *o[64];                                                            \
         const float *lse[64];                                                         \
@@ -2321,11 +2325,10 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->cluster_merge = p->cluster;
     kp->workers = p->workers;
     if (p->workers) {
-        /* per CTA: its piece's state (33 x 256 x 16 bytes: O, reference max and row-sum parts
-           of each thread), then 8 words (publication flag, schedule) */
+        /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
-        p->records_bytes = ctas * 33u * 256u * 16u;
-        p->workspace_bytes = p->records_bytes + ctas * 64u;
+        p->records_bytes = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
+        p->workspace_bytes = p->records_bytes + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
     } else if (p->num_splits > 1 && !p->cluster) {
         /* partials o fp32 [splits, max_total_q, hq, dv], then (256-byte aligned) lse fp32
            [splits, max_total_q, hq], merged (base 2 in) into out and lse */

@@ -142,6 +142,8 @@ __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 12
 // a fresh token per run keeps any stale word from matching.
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
+    static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
+    static_assert(DCPATTN_BAL_WORDS >= 7, "the flag and 6 schedule values");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
@@ -230,10 +232,11 @@ struct MlaSchedule {
     }
     // The 8 words of CTA (w, blockIdx.z): its publication flag, then this schedule's values.
     static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
-        return p.flags + (((long long)w * gridDim.z + blockIdx.z) << 3);
+        return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
     }
     static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
-        return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * (33 * 256) + threadIdx.x;
+        return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
+               threadIdx.x;
     }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag.
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, const float (&o)[128], float m_lo,
