@@ -425,10 +425,6 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
    workspace layout constants both sides use. The same text is handed to NVRTC, so host and
    device layouts cannot drift apart. Strides are in elements. Not needed by callers. */
 #define DCPATTN_KERNEL_ABI                                                            \
-    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
-       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
-       (publication flag, schedule values) */                                         \
-    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_merge_kparams {                                            \
         const void *o[64];                                                            \
         const float *lse[64];                                                         \
@@ -440,6 +436,10 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         int n, rows, heads, head_dim;                                                 \
         int lse_base2_in, lse_base2_out;                                              \
     } dcpattn_merge_kparams;                                                          \
+    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
+       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
+       (publication flag, schedule values) */                                         \
+    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
         unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
