@@ -12,7 +12,9 @@
    Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
 
    usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N] [--seed N]
-                [--no-peers] [--peers-budget SECONDS] [--peers-script PATH] */
+                [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
+   experiments: [--plan-q-len N] [--splits N] (-1: MLA's balanced schedule) [--q N] (only
+                q_len N of each case: one kernel for a profiler) */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
