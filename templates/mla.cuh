@@ -358,7 +358,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 for (int i = 0; i < 4; ++i)
                     if (i < nbox) src.page[i] = ldg_i32(bt + min(first + i, last_page));
             };
-            // (rolled loops: only one thread runs them, and unrolled they would fill the instruction cache)
+            // (rolled loops: one thread of a warp runs them, and unrolled they would fill the instruction cache)
             // blocks first, first + step, ... below end
             auto load = [&](int t, const TileSrc &src, int first, int end, int step) {
                 const int s = t & 1;
@@ -600,7 +600,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
             // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
             // it last, as soon as it is done with it.
-            TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (elected threads)
+            TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (lane 0 of each warp)
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
