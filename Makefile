@@ -68,6 +68,10 @@ $(BUILD)/test_cpu: tests/test_cpu.c tests/ref.h tests/check.h | $(BUILD)
 	@echo "  CC      $@ (ASan, UBSan)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Itests $< -o $@ -lm
 
+$(BUILD)/test_sched: tests/test_sched.c templates/sched.cuh tests/check.h | $(BUILD)
+	@echo "  CC      $@ (ASan, UBSan)"
+	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Itests $< -o $@
+
 $(BUILD)/test_validate: tests/test_validate.c $(HEADER) tests/check.h | $(BUILD)
 	@echo "  CC      $@ (ASan, UBSan)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
@@ -90,7 +94,7 @@ aot: deps $(BUILD)/aot.stamp
 demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
-CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
+CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_sched $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
              $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)

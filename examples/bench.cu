@@ -2,7 +2,8 @@
      1. measures the two ceilings on this GPU: a tuned streaming read (16-byte loads,
         grid-stride, 4 GiB, several grid shapes; the best) and a cuBLAS bf16 GEMM
         (8192^3, fp32 accumulation);
-     2. GQA cases G1, G2 (q_len 1/2/4/8), MLA cases M1, M2 and merge cases R1, R2: each is
+     2. GQA cases G1, G2 (q_len 1/2/4/8), MLA cases M1, M2 (each also under the per-sequence
+        split: G1P ... M2P), the skewed batches S1-S4 against even twins, and merge cases R1, R2: each is
         validated against the CPU reference (tests/ref.h) first, and only a passing kernel is
         timed (median of CUDA-event-timed runs);
      3. the host cost of dcpattn_attn_run and of one CUDA-graph replay;
@@ -11,9 +12,10 @@
    then prints a table (one line per case, last) and writes everything to a JSON file.
    Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
 
-   usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N] [--seed N]
+   usage: bench [--json FILE] [--only CASE,...] [--iters N] [--seed N]
+          cases: G1 G1P G2 G2P M1 M1P M2 M2P R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
-   experiments: [--plan-q-len N] [--splits N] (-1: MLA's balanced schedule) [--q N] (only
+   experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--q N] (only
                 q_len N of each case: one kernel for a profiler) */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
@@ -55,6 +57,7 @@ struct row {
 };
 
 static std::vector<row> g_rows;
+static std::vector<std::pair<std::string, std::string>> g_pairs; /* (case, the case it is compared with) */
 static std::vector<std::string> g_peer_lines;
 static std::string g_peer_note;
 static std::string g_json_path = "bench.json";
@@ -375,11 +378,16 @@ struct attn_case {
     int B, Hq, Hkv, Dqk, Dv, S, page, W, r, I;
     std::vector<int> qlens;
     int S_rest; /* > 0: sequences 1 .. B-1 hold this many local keys, sequence 0 holds S (a skewed batch) */
-    int splits; /* the plan's num_splits (0: the heuristic) */
+    int splits; /* the plan's num_splits (0: the default, the balanced schedule) */
+    std::vector<int> glens; /* non-empty: the global length of each sequence (S: at least the longest local) */
+    const char *twin;       /* a skewed case: the even case of the same total keys */
 };
 
 /* local keys of sequence b */
-static int seq_S(const attn_case *c, int b) { return b > 0 && c->S_rest > 0 ? c->S_rest : c->S; }
+static int seq_S(const attn_case *c, int b) {
+    if (!c->glens.empty()) return (int)ref_local_len(c->glens[(size_t)b], c->W, c->r, c->I);
+    return b > 0 && c->S_rest > 0 ? c->S_rest : c->S;
+}
 
 /* The plan descriptor of a case at one query length (max_total_q 0: batch * q_len). */
 static dcpattn_attn_desc case_desc(const attn_case *c, int q_len, int total_q) {
@@ -421,6 +429,7 @@ struct ref_job {
     int q_len, vs, h0, nh, lowp;
     int non_causal; /* self-test only: a wrong mask */
     int64_t L;
+    int used; /* local keys */
     const uint16_t *q;    /* host q of the whole batch */
     int q_row0;           /* first row of the sequence */
     const uint16_t *k, *v; /* compact host pages of the sequence */
@@ -442,7 +451,7 @@ static void run_ref_job(ref_job &j) {
     const int group = c->Hq / c->Hkv;
     ref_attn_params p;
     ref_attn_inputs in;
-    int32_t cu[2] = {0, j.q_len}, used = seq_S(c, j.vs), glob = (int32_t)j.L;
+    int32_t cu[2] = {0, j.q_len}, used = j.used, glob = (int32_t)j.L;
     memset(&p, 0, sizeof p);
     p.hq = j.nh;
     p.hkv = c->mla ? 1 : j.nh / group;
@@ -568,6 +577,7 @@ static int g_only_q = 0;       /* --q: only this q_len of each case (0: all; for
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
     const int64_t L = pick_L(c->S, c->W, c->r, c->I), L_rest = c->S_rest > 0 ? pick_L(c->S_rest, c->W, c->r, c->I) : L;
+    /* a batch that starts with a short sequence and ends with the longest: the two validated */
     const int group = c->Hq / c->Hkv, ppseq = (c->S + c->page - 1) / c->page, extra = 64;
     const int64_t num_pages = (int64_t)c->B * ppseq + extra, bt_stride = ppseq + 1;
     const int64_t k_page = (int64_t)c->page * c->Hkv * c->Dqk, v_page = (int64_t)c->page * c->Hkv * c->Dv;
@@ -580,7 +590,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     double keys = 0; /* local keys of the whole batch */
     for (int b = 0; b < c->B; b++) {
         used[(size_t)b] = seq_S(c, b);
-        glob[(size_t)b] = (int32_t)(b > 0 ? L_rest : L);
+        glob[(size_t)b] = (int32_t)(!c->glens.empty() ? c->glens[(size_t)b] : b > 0 ? L_rest : L);
         keys += used[(size_t)b];
     }
     std::vector<uint16_t> vk[2], vv[2];
@@ -758,7 +768,8 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
                         j.h0 = h0;
                         j.nh = std::min(nh, c->Hq - h0);
                         j.lowp = lowp;
-                        j.L = vseq[v] > 0 ? L_rest : L;
+                        j.L = glob[(size_t)vseq[v]];
+                        j.used = used[(size_t)vseq[v]];
                         j.q = hq.data();
                         j.q_row0 = vseq[v] * q_len;
                         j.k = vk[v].data();
@@ -1268,6 +1279,21 @@ static void print_table(void) {
                fmt("%.2fx", r.peer_flex_us / r.us).c_str(), fmt("%.2fx", r.peer_sdpa_us / r.us).c_str(),
                fmt("%.2fx", r.peer_eager_us / r.us).c_str());
     }
+    /* pairs measured in this run: a skewed batch against the even batch of the same total keys
+       and query rows (same bytes and FLOPs: the time ratio is the GB/s and TFLOP/s ratio), and the
+       default plan (the balanced schedule) against the per-sequence split */
+    bool head = false;
+    for (const auto &pr : g_pairs)
+        for (const row &r : rows) {
+            if (r.caseid != pr.first || r.status != "PASS") continue;
+            for (const row &e : rows)
+                if (e.caseid == pr.second && e.q_len == r.q_len && e.status == "PASS") {
+                    if (!head) printf("\n%-8s %-9s %10s %10s %8s\n", "case", "against", "us", "us (it)", "ratio");
+                    head = true;
+                    printf("%-8s %-9s %10.1f %10.1f %7.1f%%\n", r.key.c_str(), e.key.c_str(), r.us, e.us,
+                           100.0 * e.us / r.us);
+                }
+        }
     fflush(stdout);
 }
 
@@ -1309,6 +1335,7 @@ static int cpu_selftest(void) {
                     j.lowp = lowp;
                     j.non_causal = 0;
                     j.L = L;
+                    j.used = seq_S(&c, vseq[v]);
                     j.q = hq.data();
                     j.q_row0 = vseq[v] * q_len;
                     j.k = kv[v].data();
@@ -1383,7 +1410,7 @@ int main(int argc, char **argv) {
         else if (a == "--selftest-cpu") return cpu_selftest();
         else {
             fprintf(stderr,
-                    "usage: bench [--json FILE] [--only G1,G2,M1,M2,M3,R1,R2,HOST] [--iters N>=20] [--seed N] "
+                    "usage: bench [--json FILE] [--only G1,G1P,G2,...,S4E] [--iters N>=20] [--seed N] "
                     "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
                     "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
                     "tile) [--splits N] (force the split count) [--q N] (only q_len N of each case)\n");
@@ -1421,28 +1448,68 @@ int main(int argc, char **argv) {
     DC_OK(dcpattn_context_create(&cd, &ctx));
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
-    const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, 0};
-    const attn_case G2 = {"G2", 2, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, 0};
-    /* M1: DESIGN.md gives W=8 and no rank or interleave: rank 0, I = 1 here. M2: W = 1. */
-    const attn_case M1 = {"M1", 3, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0};
-    const attn_case M2 = {"M2", 4, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0};
-    /* M3 (ours, not DESIGN.md's): M1's shape with a skewed batch, one sequence of 65536 local
-       keys and 31 of 2048, planned with the heuristic split (M3) and the balanced schedule (M3B) */
-    const attn_case M3 = {"M3", 7, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, 0};
-    const attn_case M3B = {"M3B", 8, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, DCPATTN_SPLITS_BALANCED};
+    const int PS = DCPATTN_SPLITS_PER_SEQUENCE;
+    /* the standard cases under the default plan (the balanced schedule) and, suffix P, under the
+       per-sequence split */
+    const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, 0, {}, NULL};
+    const attn_case G1P = {"G1P", 2, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, PS, {}, NULL};
+    const attn_case G2 = {"G2", 3, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, 0, {}, NULL};
+    const attn_case G2P = {"G2P", 4, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, PS, {}, NULL};
+    /* M1: W = 8, rank 0, I = 1. M2: W = 1. */
+    const attn_case M1 = {"M1", 10, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0, {}, NULL};
+    const attn_case M1P = {"M1P", 11, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, PS, {}, NULL};
+    const attn_case M2 = {"M2", 12, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0, {}, NULL};
+    const attn_case M2P = {"M2P", 13, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, PS, {}, NULL};
+    /* skewed batches, each against the even batch of the same total keys (suffix E), default plan:
+       S1 GQA (G1's heads) 1 x 65536 + 31 x 2048 local keys; S2 GQA 64 lengths from a fixed-seed
+       lognormal (median 2048, max 131072, the longest first); S3 MLA 1 x 65536 + 31 x 2048 with
+       M1's heads (S3P: the per-sequence split, as before the balanced default) and 1 x 65536 +
+       127 x 2048 with M2's; S4 256 sequences of 1..64 global keys under W = 8 (mostly empty shards) */
+    std::vector<int> s2_glens(64), s4_glens(256);
+    {
+        uint64_t s = 0x5eed5eedull;
+        for (int b = 0; b < 64; b++) {
+            double u1 = (double)((ref_rand_u64(&s) >> 11) + 1) / 9007199254740993.0;
+            double u2 = (double)(ref_rand_u64(&s) >> 11) / 9007199254740992.0;
+            double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+            int keys = (int)std::min(131072.0, std::max(16.0, 2048.0 * exp(1.2 * z)));
+            s2_glens[(size_t)b] = (int)pick_L(b == 0 ? 131072 : keys, 8, 3, 16);
+        }
+        for (int b = 0; b < 256; b++) s4_glens[(size_t)b] = 1 + (int)(ref_rand_u64(&s) % 64);
+    }
+    auto total_local = [](const std::vector<int> &g, int W, int r, int I) {
+        int64_t t = 0;
+        for (int x : g) t += ref_local_len(x, W, r, I);
+        return t;
+    };
+    const int s2_even = (int)(total_local(s2_glens, 8, 3, 16) / 64);
+    const int s4_even = std::max(1, (int)(total_local(s4_glens, 8, 0, 1) / 256));
+    const attn_case S1 = {"S1", 20, 0, 32, 64, 8, 128, 128, 65536, 16, 4, 1, 1, {1, 4}, 2048, 0, {}, "S1E"};
+    const attn_case S1E = {"S1E", 21, 0, 32, 64, 8, 128, 128, 4032, 16, 4, 1, 1, {1, 4}, 0, 0, {}, NULL};
+    const attn_case S2 = {"S2", 22, 0, 64, 64, 8, 128, 128, 131072, 16, 8, 3, 16, {2}, 0, 0, s2_glens, "S2E"};
+    const attn_case S2E = {"S2E", 23, 0, 64, 64, 8, 128, 128, s2_even, 16, 8, 3, 16, {2}, 0, 0, {}, NULL};
+    const attn_case S3 = {"S3", 24, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, 0, {}, "S3E"};
+    const attn_case S3P = {"S3P", 25, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, PS, {}, "S3E"};
+    const attn_case S3E = {"S3E", 26, 1, 32, 128, 1, 576, 512, 4032, 64, 8, 0, 1, {2}, 0, 0, {}, NULL};
+    const attn_case S3M = {"S3M", 27, 1, 128, 16, 1, 576, 512, 65536, 64, 1, 0, 1, {1}, 2048, 0, {}, "S3ME"};
+    const attn_case S3ME = {"S3ME", 28, 1, 128, 16, 1, 576, 512, 2544, 64, 1, 0, 1, {1}, 0, 0, {}, NULL};
+    const attn_case S4 = {"S4", 29, 0, 256, 64, 8, 128, 128, 64, 16, 8, 0, 1, {1}, 0, 0, s4_glens, "S4E"};
+    const attn_case S4E = {"S4E", 30, 0, 256, 64, 8, 128, 128, s4_even, 16, 8, 0, 1, {1}, 0, 0, {}, NULL};
     const merge_case R1 = {"R1", 5, 8, 256, 128, 512};
     const merge_case R2 = {"R2", 6, 4, 4096, 64, 128};
+    g_pairs = {{"G1", "G1P"}, {"G2", "G2P"}, {"M1", "M1P"}, {"M2", "M2P"}, {"S1", "S1E"}, {"S2", "S2E"},
+               {"S3", "S3E"}, {"S3P", "S3E"}, {"S3M", "S3ME"}, {"S4", "S4E"}};
 
-    if (wanted(only, "G1")) attn_case_run(ctx, &G1, st);
-    if (wanted(only, "G2")) attn_case_run(ctx, &G2, st);
+    for (const attn_case *c : {&G1, &G1P, &G2, &G2P})
+        if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     if (wanted(only, "R1")) merge_case_run(ctx, &R1, st);
     if (wanted(only, "R2")) merge_case_run(ctx, &R2, st);
     if (wanted(only, "HOST")) host_cost_run(ctx, st);
+    for (const attn_case *c : {&S1, &S1E, &S2, &S2E, &S4, &S4E})
+        if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     /* MLA last: a kernel under construction that faults would take the CUDA context with it */
-    if (wanted(only, "M1")) attn_case_run(ctx, &M1, st);
-    if (wanted(only, "M2")) attn_case_run(ctx, &M2, st);
-    if (wanted(only, "M3")) attn_case_run(ctx, &M3, st);
-    if (wanted(only, "M3")) attn_case_run(ctx, &M3B, st);
+    for (const attn_case *c : {&M1, &M1P, &M2, &M2P, &S3, &S3P, &S3E, &S3M, &S3ME})
+        if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     CUDA_OK(cudaStreamSynchronize(st));
     CUDA_OK(cudaStreamDestroy(st));
     dcpattn_context_destroy(ctx);

@@ -23,9 +23,11 @@
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
-     at most 8 splits, inside thread-block clusters in the same launch. For MLA batches of
-     uneven lengths, num_splits = DCPATTN_SPLITS_BALANCED cuts the whole batch's keys into
-     equal ranges over one wave of CTAs and merges cut sequences inside the launch.
+     at most 8 splits, inside thread-block clusters in the same launch. By default a plan
+     takes the balanced schedule: the work of the whole batch, read from the real lengths on
+     the device, cut into equal ranges over one wave of CTAs, and the sequences cut between
+     CTAs merged inside the launch, so a batch of uneven lengths runs at the pace of an even one
+     (see DCPATTN_SPLITS_BALANCED).
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
      and the DCP combine across the ranks of a group over the caller's NCCL communicator
      (one all-to-all and a merge, or all-gather + reduce-scatter).
@@ -250,11 +252,23 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
    Family by shape: GQA/MQA when head_dim_qk == head_dim_v (64, 96, 128, 192, 256, any
    num_q_heads % num_kv_heads == 0); MLA when head_dim_qk = 576, head_dim_v = 512 and
    num_kv_heads = 1 (V = the first 512 channels of each K row; v_cache may alias k_cache). */
-/* num_splits of an MLA plan: the batch's keys cut into equal ranges over one wave of CTAs
-   whatever the sequence lengths (max_batch <= 256; see dcpattn_attn_workers). For batches
-   whose lengths differ widely; on even ones the per-sequence split was faster (M1 -3 %, M2
-   -7 %, examples/BENCH_NOTES.md 16). */
+/* num_splits, the split-KV policy of a plan:
+   0 (default)                  the balanced schedule, except for MLA plans of max_batch > 256,
+                                which take DCPATTN_SPLITS_PER_SEQUENCE;
+   DCPATTN_SPLITS_BALANCED      the balanced schedule: the work of the whole batch (its keys x
+                                query-row tiles, read on the device from seqused_k and
+                                cu_seqlens_q) cut into equal ranges over one wave of CTAs,
+                                whatever the lengths; a sequence cut between CTAs is merged
+                                exactly inside the launch (see dcpattn_attn_workers). MLA: at
+                                most 256 sequences (max_batch);
+   DCPATTN_SPLITS_PER_SEQUENCE  every sequence split into the same count, chosen from the
+                                descriptor's bounds (the smallest count within 85 % of the best
+                                wave efficiency): a skewed batch runs at the pace of its longest
+                                sequence;
+   1                            no split: one CTA per (sequence, KV head, row tile);
+   2 .. DCPATTN_MAX_MERGE_STATES   that many splits per sequence. */
 #define DCPATTN_SPLITS_BALANCED (-1)
+#define DCPATTN_SPLITS_PER_SEQUENCE (-2)
 
 typedef struct dcpattn_attn_desc {
     dcpattn_dtype dtype;         /* q, k, v and out: bf16 (default) or fp16 */
@@ -272,8 +286,8 @@ typedef struct dcpattn_attn_desc {
     int max_q_len;               /* >= every sequence's query length */
     int max_total_q;             /* >= cu_seqlens_q[batch]; 0: max_batch * max_q_len */
     int max_seqlen_k;            /* >= every seqused_k (local tokens) */
-    int num_splits;              /* split-KV count; 0: heuristic, 1: no split;
-                                    DCPATTN_SPLITS_BALANCED: MLA's balanced schedule */
+    int num_splits;              /* split-KV policy (see DCPATTN_SPLITS_BALANCED); 0: the
+                                    balanced schedule, 1: no split */
     int num_sms;                 /* 0: the device's */
 } dcpattn_attn_desc;
 
@@ -312,10 +326,9 @@ DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
    most one CTA per SM). Its contents need no initialization. */
 DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
-/* MLA's balanced schedule (num_splits = DCPATTN_SPLITS_BALANCED): the number of CTAs per row
-   tile (one wave: num_sms divided by the row tiles) over which the keys of the whole batch are
-   cut in equal ranges, whatever the sequence lengths; a sequence cut between CTAs is merged
-   inside the launch by the CTA that ends it, through the workspace. 0 for other plans. */
+/* The balanced schedule's workers: the CTAs over which the work of the whole batch is cut in
+   equal ranges, per KV head (GQA: one wave of the kernel's CTAs divided by the KV heads) or per
+   row tile (MLA: the SMs divided by the row tiles); 0 for plans without it. */
 DCPATTN_API int dcpattn_attn_workers(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
 /* Stream-ordered: no host sync, no allocation, no compile; safe in CUDA graph capture. */
@@ -1429,7 +1442,7 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             s = dcpattn__cu_check(dcpattn__cu.ModuleLoadData(&v.module, blob.data), "cuModuleLoadData");
             if (!s)
                 s = dcpattn__cu_check(dcpattn__cu.ModuleGetFunction(&v.fn, v.module, name), "cuModuleGetFunction");
-            if (!s && strncmp(name, "mla_", 4) == 0) { /* (absent from a module built from older templates) */
+            if (!s && (strncmp(name, "mla_", 4) == 0 || strncmp(name, "gqa_", 4) == 0)) {
                 char bname[160];
                 snprintf(bname, sizeof bname, "%s_balanced", name);
                 if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced, v.module, bname) != 0)
@@ -1960,14 +1973,17 @@ dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *arg
 }
 
 /* =============================== attention =============================== */
+/* MLA's balanced kernel scans the batch's lengths with one thread per sequence (mla.cuh). */
+#define DCPATTN__MLA_BALANCED_MAX_BATCH 256
+
 struct dcpattn_attn_plan {
     dcpattn_context *ctx;
     dcpattn_attn_desc d; /* normalized */
     dcpattn__variant *attn, *merge;
     int num_splits, row_tiles;
     int cluster; /* the num_splits CTAs of a row tile form a cluster and merge in it */
-    int workers; /* MLA balanced schedule: CTAs per row tile (0: none) */
-    size_t records_bytes; /* balanced: the pieces' states, then 8 words per CTA */
+    int workers; /* the balanced schedule's workers (0: none; see dcpattn_attn_workers) */
+    size_t flags_offset; /* balanced: where its words start (after the pieces' states) */
     size_t workspace_bytes, part_offset_lse;
     dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
     dcpattn_merge_kparams mkp; /* the split merge; run adds workspace, out and lse */
@@ -2058,17 +2074,15 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_q_len*num_q_heads = %d*%d overflows", d->max_q_len,
                              d->num_q_heads);
     if (d->num_splits == DCPATTN_SPLITS_BALANCED) {
-        if (!dcpattn__is_mla(d))
+        if (dcpattn__is_mla(d) && d->max_batch > DCPATTN__MLA_BALANCED_MAX_BATCH)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: num_splits = %d (DCPATTN_SPLITS_BALANCED): the balanced schedule is MLA's",
-                                 d->num_splits);
-        if (d->max_batch > 256)
-            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: the balanced schedule takes at most 256 sequences (max_batch = %d)", d->max_batch);
-    } else if (d->num_splits < 0 || d->num_splits > DCPATTN_MAX_MERGE_STATES)
+                                 "attn: MLA's balanced schedule takes at most %d sequences (max_batch = %d)",
+                                 DCPATTN__MLA_BALANCED_MAX_BATCH, d->max_batch);
+    } else if (d->num_splits < DCPATTN_SPLITS_PER_SEQUENCE || d->num_splits > DCPATTN_MAX_MERGE_STATES)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
-                             "attn: num_splits = %d (0 = auto, 1..%d, DCPATTN_SPLITS_BALANCED)", d->num_splits,
-                             DCPATTN_MAX_MERGE_STATES);
+                             "attn: num_splits = %d (0 = default, 1..%d, DCPATTN_SPLITS_BALANCED, "
+                             "DCPATTN_SPLITS_PER_SEQUENCE)",
+                             d->num_splits, DCPATTN_MAX_MERGE_STATES);
     if (d->num_sms < 0)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_sms = %d", d->num_sms);
     if (d->lse_base2 < 0 || d->non_causal < 0)
@@ -2265,20 +2279,24 @@ static int dcpattn__cluster_merge_ok(const dcpattn_context *ctx, const dcpattn__
     return dcpattn__arch_num(ctx) >= 90;
 }
 
-/* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
-   within 85 % of the best, where a wave is num_sms times the CTAs one SM holds (from the
-   variant's shared memory and registers); never splits shorter than four KV tiles. */
-static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
-    const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64;
-    int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
-    int per_sm = (228 * 1024) / (v->smem + 1024), best_s = 1;
-    double eff[DCPATTN_MAX_MERGE_STATES + 1], best = 0;
+/* CTAs of a variant's kernel that one SM holds, from its shared memory and registers. */
+static int dcpattn__ctas_per_sm(const dcpattn__variant *v) {
+    int per_sm = (228 * 1024) / (v->smem + 1024);
     if (v->registers > 0 && 65536 / (v->registers * v->threads) < per_sm)
         per_sm = 65536 / (v->registers * v->threads);
     if (2048 / v->threads < per_sm)
         per_sm = 2048 / v->threads;
-    if (per_sm < 1)
-        per_sm = 1;
+    return per_sm < 1 ? 1 : per_sm;
+}
+
+/* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
+   within 85 % of the best, where a wave is num_sms times the CTAs one SM holds; never splits
+   shorter than four KV tiles. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
+    const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64, per_sm = dcpattn__ctas_per_sm(v);
+    int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
+    int best_s = 1;
+    double eff[DCPATTN_MAX_MERGE_STATES + 1], best = 0;
     most = ((int64_t)d->max_seqlen_k + 4 * kv_tile - 1) / (4 * (int64_t)kv_tile);
     if (most > DCPATTN_MAX_MERGE_STATES)
         most = DCPATTN_MAX_MERGE_STATES;
@@ -2296,13 +2314,21 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
     return best_s;
 }
 
-/* MLA's balanced schedule (mla.cuh; asked for with num_splits = DCPATTN_SPLITS_BALANCED, for
-   MLA and at most 256 sequences, as the descriptor check made sure): CTAs per row tile, one
-   wave of the kernel's one CTA per SM; else 0. */
-static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int row_tiles) {
-    if (d->num_splits != DCPATTN_SPLITS_BALANCED)
+/* The balanced schedule's workers where the plan takes it (num_splits 0 or
+   DCPATTN_SPLITS_BALANCED; the descriptor check made sure MLA asks for it by name only with
+   max_batch <= DCPATTN__MLA_BALANCED_MAX_BATCH), else 0. GQA: one wave of the kernel's CTAs
+   over the KV heads (a worker per KV head each); MLA: one CTA per SM over the row tiles. */
+static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
+    int64_t w;
+    if (d->num_splits != DCPATTN_SPLITS_BALANCED && d->num_splits != 0)
         return 0;
-    return num_sms / row_tiles > 1 ? num_sms / row_tiles : 1;
+    if (dcpattn__is_mla(d)) {
+        if (d->max_batch > DCPATTN__MLA_BALANCED_MAX_BATCH)
+            return 0;
+        w = num_sms / row_tiles;
+    } else
+        w = (int64_t)num_sms * dcpattn__ctas_per_sm(v) / d->num_kv_heads;
+    return w > 1 ? (int)w : 1;
 }
 
 /* The launch parameters that depend only on the descriptor, built once per plan, and the
@@ -2324,11 +2350,21 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
     kp->cluster_merge = p->cluster;
     kp->workers = p->workers;
-    if (p->workers) {
+    if (p->workers && dcpattn__is_mla(d)) {
         /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
-        p->records_bytes = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
-        p->workspace_bytes = p->records_bytes + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
+        p->flags_offset = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
+        p->workspace_bytes = p->flags_offset + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
+    } else if (p->workers) {
+        /* templates/attn.cuh, AttnSchedule: two partial-state slots of a row tile per worker and
+           KV head (o fp32, then lse), then the words of each CTA and one arrival counter per
+           (sequence, row tile, KV head) of the descriptor's bounds */
+        const size_t rows = (size_t)p->workers * 2u * (size_t)d->num_kv_heads * (size_t)p->attn->rows;
+        p->part_offset_lse = (rows * (size_t)d->head_dim_v * 4u + 255u) & ~(size_t)255u;
+        p->flags_offset = (p->part_offset_lse + rows * 4u + 255u) & ~(size_t)255u;
+        p->workspace_bytes = p->flags_offset + ((size_t)p->workers * (size_t)d->num_kv_heads * DCPATTN_BAL_WORDS +
+                                                (size_t)d->max_batch * (size_t)p->row_tiles * (size_t)d->num_kv_heads) *
+                                                   8u;
     } else if (p->num_splits > 1 && !p->cluster) {
         /* partials o fp32 [splits, max_total_q, hq, dv], then (256-byte aligned) lse fp32
            [splits, max_total_q, hq], merged (base 2 in) into out and lse */
@@ -2385,10 +2421,10 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         num_sms = p->d.num_sms ? p->d.num_sms : ctx->num_sms;
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
-        p->workers = dcpattn__balance_workers(&p->d, num_sms, p->row_tiles);
+        p->workers = dcpattn__balance_workers(&p->d, num_sms, p->row_tiles, p->attn);
         p->num_splits = p->workers ? 1
-                        : p->d.num_splits ? p->d.num_splits
-                                          : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
+                        : p->d.num_splits > 0 ? p->d.num_splits
+                                              : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
         /* Clusters only for grids of at most one CTA per SM: there the second launch is a
            large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
            3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
@@ -2505,14 +2541,17 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
+        const int mla = dcpattn__is_mla(d);
         if (!plan->attn->fn_balanced)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel",
                                  plan->attn->name);
         kp.o_part = (float *)workspace;
-        kp.flags = (unsigned long long *)((char *)workspace + plan->records_bytes);
-        kp.token = dcpattn__run_token(); /* (batch <= max_batch <= 256: checked above and at plan time) */
-        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)plan->workers, 1u,
-                                  (unsigned)plan->row_tiles, 1u, &kp, stream, "attention launch (balanced)");
+        kp.lse_part = mla ? NULL : (float *)((char *)workspace + plan->part_offset_lse);
+        kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
+        kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
+        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)plan->workers,
+                                  mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
+                                  stream, "attention launch (balanced)");
     }
     if (plan->workspace_bytes) { /* split partials through the workspace, then the merge kernel */
         kp.o_part = (float *)workspace;

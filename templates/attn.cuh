@@ -4,6 +4,7 @@
 // partials o_part and lse_part).
 #pragma once
 #include "ptx.cuh"
+#include "sched.cuh"
 
 namespace dcpattn {
 
@@ -40,10 +41,13 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
     __device__ __forceinline__ explicit AttnCta(const dcpattn_attn_kparams &p_)
         : AttnCta(p_, blockIdx.x / p_.num_splits, blockIdx.x % p_.num_splits) {}
     // Sequence b_, split split_ (a kernel with its own schedule: mla.cuh's balanced one).
-    __device__ __forceinline__ AttnCta(const dcpattn_attn_kparams &p_, int b_, int split_) : p(p_) {
+    __device__ __forceinline__ AttnCta(const dcpattn_attn_kparams &p_, int b_, int split_)
+        : AttnCta(p_, b_, split_, blockIdx.z) {}
+    // Sequence b_, split split_, row tile z (gqa.cuh's balanced schedule).
+    __device__ __forceinline__ AttnCta(const dcpattn_attn_kparams &p_, int b_, int split_, int z) : p(p_) {
         split = split_;
         b = b_;
-        row0 = blockIdx.z * M_TILE;
+        row0 = z * M_TILE;
         q_begin = p.cu_seqlens_q[b];
         q_len = p.cu_seqlens_q[b + 1] - q_begin;
         nrows = q_len * GROUP;
@@ -86,6 +90,206 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
     __device__ __forceinline__ int token(int R) const { return q_begin + R / GROUP; }
     __device__ __forceinline__ int head(int h0, int R) const { return h0 + R % GROUP; }
     __device__ __forceinline__ AttnRowOut row_out(int h0, int R) const { return {p, token(R), head(h0, R)}; }
+};
+
+// Inclusive scan of one 64-bit value per thread over the CTA (THREADS threads); `total` gets the
+// sum of all. `scratch`: 32 long longs of shared memory; every thread must call.
+template <int THREADS> __device__ __forceinline__ long long block_scan(long long v, long long *scratch, long long &total) {
+    constexpr int WARPS = THREADS / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    auto warp_scan = [&](long long x) {
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned ylo = __shfl_up_sync(0xffffffffu, (unsigned)x, d);
+            const unsigned yhi = __shfl_up_sync(0xffffffffu, (unsigned)((unsigned long long)x >> 32), d);
+            if (lane >= d) x += (long long)(((unsigned long long)yhi << 32) | ylo);
+        }
+        return x;
+    };
+    const long long inc = warp_scan(v);
+    if (lane == 31) scratch[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        const long long t = warp_scan(lane < WARPS ? scratch[lane] : 0);
+        if (lane < WARPS) scratch[lane] = t;
+    }
+    __syncthreads();
+    const long long before = warp > 0 ? scratch[warp - 1] : 0;
+    total = scratch[WARPS - 1];
+    __syncthreads();  // scratch free again
+    return before + inc;
+}
+
+// The balanced schedule of a KV head's plane of CTAs (grid p.workers x KV heads), on the device
+// from the real lengths: the arithmetic of sched.cuh, the walk over this worker's pieces, and
+// the merge of a cut job by the piece that finishes last. Workspace (DCPATTN_KERNEL_ABI): the
+// pieces' partial states (two slots per worker: o_part / lse_part rows
+// ((w * 2 + slot) * hkv + kvh) * M_TILE + r), then in `flags` DCPATTN_BAL_WORDS words per CTA
+// and one arrival counter per (sequence, row tile, KV head). A counter holds the run's token
+// (low 40 bits) above a 24-bit count, so a word from another run counts as zero; the last
+// arrival resets it, so a graph replay (same token) starts clean. The merge reads every piece
+// in worker order from the workspace, its own too: the bits do not depend on which piece ends
+// last.
+template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
+    long long U, lo, hi;  // all units; this worker's [lo, hi)
+    long long js;         // first unit of the current job
+    int G, b, z, u, rt;   // workers; the current job (b, z); units per job and row tiles of b
+
+    static __device__ __forceinline__ int max_row_tiles(const dcpattn_attn_kparams &p) {
+        return dcpattn_sched_row_tiles(p.max_q_len, GROUP, M_TILE);
+    }
+    // Row tiles and units per job of sequence bb (row tiles past the plan's max_q_len are not
+    // run, as in the per-sequence grid).
+    __device__ __forceinline__ void seq(const dcpattn_attn_kparams &p, int bb, int &rows, int &units) const {
+        rows = min(dcpattn_sched_row_tiles(ldg_i32(p.cu_seqlens_q + bb + 1) - ldg_i32(p.cu_seqlens_q + bb), GROUP,
+                                           M_TILE),
+                   max_row_tiles(p));
+        units = dcpattn_sched_units(ldg_i32(p.seqused_k + bb), KV_TILE);
+    }
+    static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p) {
+        return p.flags + ((long long)blockIdx.y * p.workers + blockIdx.x) * DCPATTN_BAL_WORDS;
+    }
+    __device__ __forceinline__ unsigned long long *counter(const dcpattn_attn_kparams &p, int kvh) const {
+        return p.flags + (long long)gridDim.y * p.workers * DCPATTN_BAL_WORDS +
+               ((long long)b * max_row_tiles(p) + z) * p.hkv + kvh;
+    }
+
+    // This worker's range and its first job; false: the range is empty. `scratch`: 40 long longs
+    // of shared memory that no one else touches until init returns.
+    __device__ __forceinline__ bool init(const dcpattn_attn_kparams &p, long long *scratch) {
+        const int tid = threadIdx.x, B = p.batch;
+        G = p.workers;
+        long long mine = 0, tot;
+        for (int bb = tid; bb < B; bb += THREADS) {
+            int r, n;
+            seq(p, bb, r, n);
+            mine += (long long)r * n;
+        }
+        block_scan<THREADS>(mine, scratch, tot);
+        const long long l0 = dcpattn_sched_lo(tot, G, blockIdx.x), h0 = dcpattn_sched_lo(tot, G, blockIdx.x + 1);
+        if (l0 < h0) {  // the sequence holding unit l0, a chunk of THREADS sequences at a time
+            long long base = 0;
+            for (int c = 0; c < B; c += THREADS) {
+                const int bb = c + tid;
+                int r = 0, n = 0;
+                if (bb < B) seq(p, bb, r, n);
+                const long long mine_u = (long long)r * n;
+                long long chunk;
+                const long long at = base + block_scan<THREADS>(mine_u, scratch, chunk) - mine_u;
+                if (mine_u > 0 && at <= l0 && l0 < at + mine_u) {
+                    scratch[32] = bb;
+                    scratch[33] = at;
+                }
+                base += chunk;
+                if (base > l0) break;
+            }
+        }
+        __syncthreads();
+        // Through this CTA's words of global memory: ptxas takes a value read from shared memory
+        // for one that may differ between the lanes, and serializes every wgmma behind a branch on
+        // it; a global load from one address it does not.
+        unsigned long long *g = words(p);
+        if (tid == 0) {
+            g[0] = l0 < h0 ? (unsigned long long)scratch[32] : 0ull;
+            g[1] = l0 < h0 ? (unsigned long long)scratch[33] : 0ull;
+            g[2] = (unsigned long long)l0;
+            g[3] = (unsigned long long)h0;
+            g[4] = (unsigned long long)tot;
+        }
+        __syncthreads();
+        const volatile unsigned long long *gv = g;
+        b = (int)gv[0];
+        const long long s = (long long)gv[1];
+        lo = (long long)gv[2];
+        hi = (long long)gv[3];
+        U = (long long)gv[4];
+        if (lo >= hi) return false;
+        seq(p, b, rt, u);
+        z = (int)((lo - s) / u);
+        js = s + (long long)z * u;
+        return true;
+    }
+
+    // The current piece's keys into cta; the first partial row of its slot, or -1 where the job
+    // is not cut (its rows go to out).
+    template <class Cta> __device__ __forceinline__ long long keys(Cta &cta, int kvh) const {
+        const long long a = max(js, lo), e = min(js + u, hi);
+        const int Lk = ldg_i32(cta.p.seqused_k + b);
+        cta.set_keys(Lk, (int)(a - js) * KV_TILE, min((int)(e - js) * KV_TILE, Lk));
+        if (js >= lo && js + u <= hi) return -1;
+        return (((long long)blockIdx.x * 2 + dcpattn_sched_slot(U, G, blockIdx.x, js)) * cta.p.hkv + kvh) * M_TILE;
+    }
+
+    // The next job of the range; false: none is left.
+    __device__ __forceinline__ bool next(const dcpattn_attn_kparams &p) {
+        if (js + u >= hi) return false;
+        js += u;
+        if (++z < rt) return true;
+        z = 0;
+        do seq(p, ++b, rt, u);
+        while (rt == 0);  // (a sequence without query rows has no job)
+        return true;
+    }
+
+    // After this worker wrote its piece of a cut job: count the arrival; the last piece merges
+    // all of them (worker order) into out and lse. `flag`: a word of free shared memory.
+    template <class T, int D, class Cta>
+    __device__ __forceinline__ void finish_cut(const dcpattn_attn_kparams &p, const Cta &cta, int kvh, int *flag) const {
+        const long long je = js + u;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned long long *c = counter(p, kvh);
+            const unsigned long long tag = (p.token & 0xffffffffffull) << 24;
+            unsigned long long seen, cur = *reinterpret_cast<volatile unsigned long long *>(c);
+            unsigned n;
+            do {
+                seen = cur;
+                n = (seen >> 24) == (tag >> 24) ? (unsigned)(seen & 0xffffffu) : 0u;
+                cur = atomicCAS(c, seen, tag | (n + 1));
+            } while (cur != seen);
+            const bool last = (int)n + 1 == dcpattn_sched_pieces(U, G, js, je);
+            if (last) *reinterpret_cast<volatile unsigned long long *>(c) = 0ull;  // clean for a replay
+            *flag = last;
+        }
+        __syncthreads();
+        if (!*flag) return;
+        __threadfence();
+        const int w0 = dcpattn_sched_owner(U, G, js), w1 = dcpattn_sched_owner(U, G, je - 1);
+        auto row_of = [&](int w) {
+            return (((long long)w * 2 + dcpattn_sched_slot(U, G, w, js)) * p.hkv + kvh) * M_TILE;
+        };
+        for (int it = threadIdx.x; it < M_TILE * (D / 8); it += THREADS) {
+            const int r = it / (D / 8), c = (it % (D / 8)) * 8, R = cta.row0 + r;
+            if (R >= cta.nrows) continue;
+            float mx = neg_inf();
+            for (int w = w0; w <= w1; ++w)
+                if (!dcpattn_sched_idle(U, G, w)) mx = fmaxf(mx, ld_cg_f32(p.lse_part + row_of(w) + r));
+            float lsum = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            for (int w = w0; w <= w1; ++w) {
+                if (dcpattn_sched_idle(U, G, w)) continue;
+                const long long prow = row_of(w) + r;
+                const float l = ld_cg_f32(p.lse_part + prow);
+                const float f = l == neg_inf() ? 0.f : fast_exp2(l - mx);
+                lsum += f;
+                const f4 *src = reinterpret_cast<const f4 *>(p.o_part + prow * D + c);
+                const f4 x = ld_cg_f4(src), y = ld_cg_f4(src + 1);
+                acc[0] += f * x.x;
+                acc[1] += f * x.y;
+                acc[2] += f * x.z;
+                acc[3] += f * x.w;
+                acc[4] += f * y.x;
+                acc[5] += f * y.y;
+                acc[6] += f * y.z;
+                acc[7] += f * y.w;
+            }
+            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            const AttnRowOut out = cta.row_out(kvh * GROUP, R);
+            st16(out.out(c), pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv),
+                 pack2<T>(acc[4] * inv, acc[5] * inv), pack2<T>(acc[6] * inv, acc[7] * inv));
+            if (c == 0 && p.lse) out.lse(lsum > 0.f ? mx + fast_log2(lsum) : neg_inf());
+        }
+    }
 };
 
 // A kernel's dynamic shared memory from its first ALIGN-byte boundary on (the generator adds

@@ -116,7 +116,18 @@ template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r
 
 }  // namespace gqa_detail
 
-template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {
+template <class Tr> using GqaCta = AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE>;
+
+// One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
+// from the Q load to the written rows. Where the rows go:
+//   BAL = false: out and lse, or (split-KV across launches, p.num_splits > 1 without a cluster)
+//                split cta.split's partial states, or merged inside the cluster;
+//   BAL = true:  out and lse, or (part_row0 >= 0: a piece of a cut job of the balanced
+//                schedule) partial states at rows part_row0 + r of o_part and lse_part.
+// A partial state is the normalized O in fp32 and the base-2 LSE, as the merge kernel reads it.
+template <class Tr, bool BAL>
+__device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const GqaCta<Tr> &cta, int kvh,
+                                            long long part_row0) {
     using namespace gqa_detail;
     using T = typename Tr::T;
     constexpr int D = Tr::D, GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE;
@@ -127,10 +138,6 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-    const int kvh = blockIdx.y;
-    AttnCta<GROUP, M_TILE, KV_TILE> cta(p);
-    if (cta.empty()) return;
-    cta.find_keys();
     const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
@@ -413,12 +420,14 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
 #if DCPATTN_HAS_CLUSTERS
-    const bool in_cluster = p.cluster_merge != 0;
+    const bool in_cluster = !BAL && p.cluster_merge != 0;
 #else
     constexpr bool in_cluster = false;
     if (p.cluster_merge) __trap();  // the host launches clusters only where the arch has them
 #endif
-    const bool split_out = p.num_splits > 1 && !in_cluster;
+    const bool split_out = BAL ? part_row0 >= 0 : p.num_splits > 1 && !in_cluster;
+    // the partial-state row of packed row R
+    auto part_row = [&](const AttnRowOut &out, int R) { return BAL ? part_row0 + (R - row0) : out.part(cta.split); };
     if (Tr::WG && !in_cluster) {
         // each row's whole state is in one warp: normalize and write from registers
 #pragma unroll
@@ -429,7 +438,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
             const float lse2 = row_lse2(half ? m_hi : m_lo, l);
             const AttnRowOut out = cta.row_out(kvh * GROUP, R);
             if (split_out) {
-                const long long prow = out.part(cta.split);
+                const long long prow = part_row(out, R);
                 float *dst = p.o_part + prow * D + 2 * q4;
 #pragma unroll
                 for (int i = 0; i < D / 8; ++i)
@@ -524,7 +533,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
         const AttnRowOut out = cta.row_out(kvh * GROUP, R);
         const float lse2 = row_lse2(mx, lsum);
         if (split_out) {
-            const long long prow = out.part(cta.split);
+            const long long prow = part_row(out, R);
             float *dst = p.o_part + prow * D + c;
             st16(dst, acc[0], acc[1], acc[2], acc[3]);
             st16(dst + 4, acc[4], acc[5], acc[6], acc[7]);
@@ -538,6 +547,32 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
 #if DCPATTN_HAS_CLUSTERS
     if (in_cluster) cluster_sync();  // peers may still read this CTA's shared memory
 #endif
+}
+
+// One (sequence, split) x KV head blockIdx.y x row tile blockIdx.z per CTA.
+template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {
+    GqaCta<Tr> cta(p);
+    if (cta.empty()) return;
+    cta.find_keys();
+    gqa_segment<Tr, false>(p, cta, blockIdx.y, 0);
+}
+
+// The balanced schedule (p.workers > 0; grid p.workers x KV heads): worker blockIdx.x runs the
+// pieces of its equal share of the batch's units (templates/sched.cuh) for KV head blockIdx.y.
+template <class Tr> __device__ __forceinline__ void gqa_decode_balanced(const dcpattn_attn_kparams &p) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char gqa_smem_raw[];
+    AttnSchedule<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE, Tr::THREADS> sched;
+    if (!sched.init(p, reinterpret_cast<long long *>(gqa_smem_raw))) return;
+    const int kvh = blockIdx.y;
+    for (bool first = true;; first = false) {
+        if (!first) __syncthreads();  // the last segment's shared memory is free
+        GqaCta<Tr> cta(p, sched.b, 0, sched.z);
+        const long long part_row0 = sched.keys(cta, kvh);
+        gqa_segment<Tr, true>(p, cta, kvh, part_row0);
+        if (part_row0 >= 0)
+            sched.template finish_cut<typename Tr::T, Tr::D>(p, cta, kvh, reinterpret_cast<int *>(gqa_smem_raw));
+        if (!sched.next(p)) break;
+    }
 }
 
 }  // namespace dcpattn

@@ -4,6 +4,13 @@
 
 using ${NAME}_traits = dcpattn::GqaTraits<${T}, ${HEAD_DIM}, ${GROUP}, ${M_TILE}, ${KV_TILE}, ${STAGES}, ${THREADS}, ${WGMMA}>;
 
+// the balanced schedule (p.workers > 0): a kernel of its own, so that each keeps its registers
+// (defined first: ptxas then reports the other first, whose figures the library records)
+extern "C" __global__ void __launch_bounds__(${THREADS}, ${NAME}_traits::MIN_BLOCKS)
+    ${NAME}_balanced(const __grid_constant__ dcpattn_attn_kparams p) {
+    dcpattn::gqa_decode_balanced<${NAME}_traits>(p);
+}
+// one (sequence, split) per CTA
 extern "C" __global__ void __launch_bounds__(${THREADS}, ${NAME}_traits::MIN_BLOCKS)
     ${NAME}(const __grid_constant__ dcpattn_attn_kparams p) {
     dcpattn::gqa_decode<${NAME}_traits>(p);

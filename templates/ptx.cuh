@@ -186,6 +186,11 @@ __device__ __forceinline__ f4 ld_cg_f4(const f4 *src) {
                  : "memory");
     return v;
 }
+__device__ __forceinline__ float ld_cg_f32(const float *src) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(src) : "memory");
+    return v;
+}
 __device__ __forceinline__ void st_release_u64(unsigned long long *dst, unsigned long long v) {
     asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(dst), "l"(v) : "memory");
 }

@@ -210,7 +210,7 @@ GPU_FN void gpu_merge_init(gpu_merge *g, int n, int rows, int heads, int dim, in
 GPU_FN double gpu_ref_seconds;        /* time spent in the CPU reference */
 GPU_FN long long gpu_seen_empty_rows; /* rows the reference called empty, over all verdicts */
 
-#define MAXB 8       /* sequences per batch */
+#define MAXB 256     /* sequences per batch */
 #define Q_TAIL 8     /* NaN rows after q's last row: max_total_q - total_q may reach it */
 
 GPU_FN const char *dt_name(int t) { return t == DCPATTN_FP16 ? "fp16" : "bf16"; }
@@ -654,6 +654,7 @@ GPU_FN int verdict(const ref_res *rr, const out_buf *o, double floor_mult, char 
 typedef struct run_cfg {
     int causal, lse_base2, splits, extra_rows, no_global;
     float scale; /* 0: default */
+    int num_sms; /* 0: the device's (fewer: fewer balanced-schedule workers, longer ranges) */
 } run_cfg;
 
 GPU_FN dcpattn_status plan_for(dcpattn_context *ctx, const batch_data *bd, const rank_in *ri, const run_cfg *rc,
@@ -676,6 +677,7 @@ GPU_FN dcpattn_status plan_for(dcpattn_context *ctx, const batch_data *bd, const
     ad.max_total_q = bd->total_q + rc->extra_rows > 0 ? bd->total_q + rc->extra_rows : 1;
     ad.max_seqlen_k = ri->max_local;
     ad.num_splits = rc->splits;
+    ad.num_sms = rc->num_sms;
     return dcpattn_attn_plan_create(ctx, &ad, plan);
 }
 

@@ -38,6 +38,7 @@ run generator "$lua" tests/test_gen.lua
 run header-c "$build/test_header_c"
 run header-c++ "$build/test_header_cpp"
 run cpu-reference "$build/test_cpu"
+run schedule "$build/test_sched"
 run validation "$build/test_validate"
 run launch "$build/test_launch"
 run cache "$build/test_cache"

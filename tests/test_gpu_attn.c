@@ -12,14 +12,20 @@
    - sweep: every head dim {64, 96, 128, 192, 256} x every group {1, 4, 6, 8, 16} (25 cases),
      page sizes {1, 16, 64}, W {1, 2, 4, 8} x I {1, 2, 16, 64}, a random rank, varlen q_len
      1..16 (or decode only), short sequences (L < W*I), causal and not, lse natural / base 2 /
-     NULL, padded strides, a diagonal in fp16; each case runs num_splits 1, auto and 16 on
-     the same inputs (16 is more splits than KV tiles).
+     NULL, padded strides, a diagonal in fp16; each case runs num_splits 1, 0 (the balanced
+     schedule), 16 (more splits than KV tiles) and DCPATTN_SPLITS_PER_SEQUENCE on the same
+     inputs.
    - chunk: one varlen batch of q_len 1..16 plus a 200-token chunk, per head dim.
-   - long: L ~ 5000 with num_splits 1, auto and 64.
+   - long: L ~ 5000 with num_splits 1, balanced, 64 and per-sequence.
+   - skewed batches under the balanced schedule (the default): one long sequence among short
+     ones, a single long sequence, 200 sequences of 1..64 keys (mostly empty shards), q_len up
+     to 16, with the device's SMs and with 3 (few workers, long ranges).
    - one-GPU DCP: for q_len 1, 2, 3, 4, 8, 16: W launches (every rank, own plan, own shard),
      dcpattn_merge of the W partials equals a W = 1 dcpattn run and ref_attn_dense.
    - a batch whose sequences all have zero local tokens; an empty batch (batch = 0).
-   - CUDA graph capture of a split run, replayed 3 times on new data, equals eager.
+   - CUDA graph capture of a split run, replayed 3 times on new data, equals eager; a
+     balanced run captured once and replayed with other lengths (seqused_k rewritten in
+     place), bit for bit equal to eager runs with those lengths.
    - faults: workspace NULL / too small, misaligned q, out aliasing q or the cache.
 
    DCPATTN_TEST_QUICK=1 runs one case per feature (for compute-sanitizer).
@@ -158,6 +164,8 @@ typedef struct acase {
     int L_min, L_max;    /* global lengths of the ordinary sequences */
     int n_short;         /* sequences with L < W*I: zero or few local tokens on some ranks */
     int splits[4], n_splits;
+    int L_long;          /* > 0: the first ordinary sequence has this global length */
+    int num_sms;         /* 0: the device's */
     int lse_mode;        /* 0 natural, 1 base 2, 2 NULL */
     int pad, extra_rows, no_global;
     float scale;
@@ -183,6 +191,8 @@ static void case_lengths(const acase *c, int r, int *qlen, int64_t *L) {
                 l = rnd(1, span - 1);
             if (q > l) q = (int)l;
             if (b == 1 && l >= 2 && q < 2 && c->qlen_max >= 2) q = 2;
+        } else if (c->L_long && b == c->n_short) {
+            l = c->L_long;
         } else {
             l = rnd(c->L_min > q ? c->L_min : q, c->L_max > q ? c->L_max : q);
         }
@@ -210,6 +220,7 @@ static void attn_case(const acase *c) {
     rc.extra_rows = c->extra_rows;
     rc.no_global = c->no_global && c->W == 1;
     rc.scale = c->scale;
+    rc.num_sms = c->num_sms;
     {
         ref_attn_inputs in;
         rank_ref_inputs(&in, &ri, &bd);
@@ -252,8 +263,8 @@ static acase sweep_case(int k) {
         .L_min = 16,
         .L_max = 600,
         .n_short = W * I > 1 ? 2 : 0,
-        .splits = {1, 0, 16},
-        .n_splits = 3,
+        .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE},
+        .n_splits = 4,
         .lse_mode = k % 3,
         .pad = k % 4 == 2 ? 8 : 0,
         .extra_rows = k % 5 == 1 ? 5 : 0,
@@ -285,8 +296,8 @@ static acase chunk_case(int i) {
         .L_min = 16,
         .L_max = 400,
         .n_short = W[i] * I[i] > 1 ? 1 : 0,
-        .splits = {1, 0, 16},
-        .n_splits = 3,
+        .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE},
+        .n_splits = 4,
         .lse_mode = i % 3,
         .pad = i == 3 ? 16 : 0,
     };
@@ -297,14 +308,37 @@ static acase chunk_case(int i) {
 static const acase LONG_CASE = {
     .what = "long", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 1, .ps = 64, .causal = 1,
     .W = 1, .I = 1, .rank = 0, .batch = 2, .qlen_max = 4, .L_min = 4500, .L_max = 5500,
-    .splits = {1, 0, 64}, .n_splits = 3,
+    .splits = {1, 0, 64, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4,
 };
 
 /* Every sequence has zero tokens on rank 3 of W = 4, I = 16 (L <= 48): zeros and -inf. */
 static const acase ZERO_LOCAL_CASE = {
     .what = "all-zero-local", .dtype = DCPATTN_BF16, .d = 128, .group = 4, .hkv = 2, .ps = 16, .causal = 1,
     .W = 4, .I = 16, .rank = 3, .batch = 3, .qlen_max = 4, .L_min = 1, .L_max = 48,
-    .splits = {1, 16}, .n_splits = 2,
+    .splits = {1, 0, 16}, .n_splits = 3,
+};
+
+/* Skewed batches under the balanced schedule (num_splits 0) and, for comparison, the
+   per-sequence split; num_sms 3 leaves few workers, each with a long range over many pieces. */
+static const acase SKEW_CASES[] = {
+    {.what = "skew: one long among short", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16,
+     .causal = 1, .W = 4, .I = 1, .rank = -1, .batch = 24, .qlen_max = 1, .L_min = 1, .L_max = 300, .n_short = 2,
+     .splits = {0, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 2, .L_long = 24000},
+    {.what = "skew: MTP, few workers", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 1, .ps = 64, .causal = 1,
+     .W = 8, .I = 16, .rank = -1, .batch = 16, .qlen_max = 16, .L_min = 16, .L_max = 900, .n_short = 3,
+     .splits = {0}, .n_splits = 1, .L_long = 30000, .num_sms = 3, .lse_mode = 1},
+    {.what = "skew: mma.sync tiles, fp16", .dtype = DCPATTN_FP16, .d = 64, .group = 4, .hkv = 2, .ps = 1,
+     .causal = 1, .W = 2, .I = 2, .rank = -1, .batch = 40, .qlen_max = 4, .L_min = 1, .L_max = 120, .n_short = 2,
+     .splits = {0}, .n_splits = 1, .L_long = 8000, .pad = 8},
+    {.what = "skew: head dim 256, q_len 16", .dtype = DCPATTN_BF16, .d = 256, .group = 6, .hkv = 1, .ps = 16,
+     .causal = 1, .W = 1, .I = 1, .rank = 0, .batch = 6, .qlen_max = 16, .L_min = 16, .L_max = 200,
+     .splits = {0}, .n_splits = 1, .L_long = 6000, .num_sms = 3, .lse_mode = 2},
+    {.what = "single long sequence", .dtype = DCPATTN_BF16, .d = 128, .group = 16, .hkv = 1, .ps = 64,
+     .causal = 1, .W = 2, .I = 64, .rank = 1, .batch = 1, .qlen_max = 8, .L_min = 40000, .L_max = 40000,
+     .splits = {0}, .n_splits = 1},
+    {.what = "200 short sequences, mostly empty shards", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 1,
+     .ps = 16, .causal = 1, .W = 8, .I = 1, .rank = 5, .batch = 200, .qlen_max = 2, .L_min = 1, .L_max = 64,
+     .splits = {0, 1}, .n_splits = 2},
 };
 
 /* ---------------- one-GPU simulated DCP ----------------
@@ -602,6 +636,102 @@ static void graph_and_fault_tests(int cluster) {
     data_free(&bd);
 }
 
+/* The balanced schedule captured once (num_splits 0) and replayed with other lengths: each
+   replay rewrites seqused_k and seqused_k_global in place (shorter global lengths, some with
+   no key on this rank), runs eagerly with the same arguments, and compares bit for bit, then
+   against the reference of those lengths. */
+static void balanced_graph_test(void) {
+    batch_data bd;
+    rank_in ri;
+    ref_res rr;
+    out_buf o, eager;
+    run_cfg rc;
+    dcpattn_attn_plan *plan = NULL;
+    dcpattn_attn_args a;
+    cudaStream_t st;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    int qlen[MAXB], b, rep, ok;
+    int64_t L[MAXB], L0[MAXB];
+    void *ws;
+    size_t wsz;
+    dcpattn_status s;
+    char desc[1024], msg[1024];
+    const int B = 20, W = 2, r = 1, I = 16;
+    for (b = 0; b < B; b++) {
+        qlen[b] = rnd(1, 8);
+        L[b] = b == 3 ? 9000 : rnd(qlen[b] + 40, 700);
+    }
+    data_make(&bd, DCPATTN_BF16, 16, 2, 128, B, qlen, L, &seed);
+    bd.max_q = 8;
+    rank_build(&ri, &bd, 16, W, r, I, 0, 0, &seed);
+    memcpy(L0, bd.L, sizeof L0);
+    memset(&rc, 0, sizeof rc);
+    rc.causal = 1;
+    describe(desc, sizeof desc, "graph, balanced, changed lengths", &bd, &ri, &rc, 1);
+    snprintf(g_case, sizeof g_case, "%s", desc);
+    if (!plan_ok(plan_for(ctx, &bd, &ri, &rc, &plan), 8, desc)) {
+        rank_free(&ri);
+        data_free(&bd);
+        return;
+    }
+    CHECK(dcpattn_attn_workers(plan) > 0, "graph, balanced: the default plan has no balanced schedule");
+    ws = workspace_for(plan);
+    wsz = dcpattn_attn_workspace_size(plan);
+    out_alloc(&o, bd.total_q, bd.hq, bd.d, 0, 1);
+    out_alloc(&eager, bd.total_q, bd.hq, bd.d, 0, 1);
+    CUDA_OK(cudaStreamCreate(&st));
+    rank_args(&a, &ri, &bd);
+    out_args(&a, &o);
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    s = dcpattn_attn_run(plan, &a, ws, wsz, (dcpattn_stream)st);
+    CHECK(s == DCPATTN_STATUS_SUCCESS, "graph, balanced: run during capture: %s", dcpattn_last_error());
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (rep = 0; rep < (quick ? 2 : 5) && s == DCPATTN_STATUS_SUCCESS; rep++) {
+        ref_attn_inputs in;
+        dcpattn_attn_args ea = a;
+        int same_out, same_lse;
+        if (rep > 0) /* other global lengths, no longer than the cache holds */
+            for (b = 0; b < B; b++) {
+                const int64_t l = rep % 2 && b % 3 == 0 ? qlen[b] : rnd(qlen[b], (int)L0[b]);
+                bd.L[b] = l;
+                ri.sh.seqused_k_global[b] = (int32_t)l;
+                ri.sh.seqused_k[b] = (int32_t)ref_local_len(l, W, r, I);
+            }
+        CUDA_OK(cudaMemcpy(ri.sk, ri.sh.seqused_k, sizeof(int32_t) * B, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(ri.skg, ri.sh.seqused_k_global, sizeof(int32_t) * B, cudaMemcpyHostToDevice));
+        rank_ref_inputs(&in, &ri, &bd);
+        ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
+        out_args(&ea, &eager);
+        out_poison(&eager, 0xff);
+        s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
+        CHECK(s == DCPATTN_STATUS_SUCCESS, "graph, balanced: eager run: %s", dcpattn_last_error());
+        CUDA_OK(cudaStreamSynchronize(st));
+        out_fetch(&eager);
+        out_poison(&o, 0xff);
+        CUDA_OK(cudaGraphLaunch(ge, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        out_fetch(&o);
+        launches += 2;
+        same_out = memcmp(o.h_out, eager.h_out, sizeof(uint16_t) * (size_t)o.out_elems) == 0;
+        same_lse = memcmp(o.h_lse, eager.h_lse, sizeof(float) * (size_t)o.lse_elems) == 0;
+        CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
+              same_out ? "same" : "differs", same_lse ? "same" : "differs");
+        ok = verdict(&rr, &o, 1.0, msg, sizeof msg);
+        CHECK(ok, "%s replay %d: %s", desc, rep, msg);
+        ref_res_free(&rr);
+    }
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    cudaStreamDestroy(st);
+    dcpattn_attn_plan_destroy(plan);
+    out_free(&o);
+    out_free(&eager);
+    rank_free(&ri);
+    data_free(&bd);
+}
+
 int main(void) {
     static const dcase dcp[6] = {
         /* q_len, dtype, d, group, hkv, ps, causal, W, I, splits */
@@ -651,6 +781,13 @@ int main(void) {
     section(NULL);
     section("all zero local tokens");
     attn_case(&ZERO_LOCAL_CASE);
+    section(NULL);
+    section("skewed batches, balanced schedule");
+    for (i = 0; i < (int)(sizeof SKEW_CASES / sizeof SKEW_CASES[0]); i++)
+        if (!quick || i == 1) attn_case(&SKEW_CASES[i]);
+    section(NULL);
+    section("balanced schedule: graph replays with changed lengths");
+    balanced_graph_test();
     section(NULL);
     section("one-GPU DCP + merge");
     for (i = 0; i < 6; i++)

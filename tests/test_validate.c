@@ -231,7 +231,7 @@ static void test_desc(void) {
         static const bad_int bad[] = {
             BAD_INT(dcpattn_attn_desc, max_seqlen_k, -1),
             BAD_INT(dcpattn_attn_desc, max_total_q, -5),
-            BAD_INT(dcpattn_attn_desc, num_splits, -2),
+            BAD_INT(dcpattn_attn_desc, num_splits, -3),
             BAD_INT(dcpattn_attn_desc, num_sms, -3),
         };
         reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
@@ -425,10 +425,14 @@ static void test_args(void) {
             }
             m.page_size = 64;
         }
-        {   /* the balanced schedule: MLA only, at most 256 sequences */
+        {   /* the balanced schedule: GQA any batch, MLA at most 256 sequences when asked by name */
             dcpattn_attn_desc g = valid_desc();
             g.num_splits = DCPATTN_SPLITS_BALANCED;
-            REJECT(dcpattn_attn_desc_validate(&g), DCPATTN_STATUS_UNSUPPORTED, "num_splits", "-1");
+            g.max_batch = 4096;
+            CHECK(dcpattn_attn_desc_validate(&g) == DCPATTN_STATUS_SUCCESS, "GQA balanced: %s", dcpattn_last_error());
+            g.num_splits = DCPATTN_SPLITS_PER_SEQUENCE;
+            CHECK(dcpattn_attn_desc_validate(&g) == DCPATTN_STATUS_SUCCESS, "per-sequence splits: %s",
+                  dcpattn_last_error());
             m.num_splits = DCPATTN_SPLITS_BALANCED;
             m.max_batch = 256;
             CHECK(dcpattn_attn_desc_validate(&m) == DCPATTN_STATUS_SUCCESS, "MLA balanced: %s", dcpattn_last_error());
