@@ -232,62 +232,101 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
     }
 
     // After this worker wrote its piece of a cut job: count the arrival; the last piece merges
-    // all of them (worker order) into out and lse. `flag`: a word of free shared memory.
+    // all of them (worker order) into out and lse. `smem`: free shared memory, 16 + 8 * M_TILE +
+    // 4 * (pieces) bytes (pieces <= p.workers). The merge is bound by L2 latency: each thread
+    // issues the loads of four pieces before it uses them.
     template <class T, int D, class Cta>
-    __device__ __forceinline__ void finish_cut(const dcpattn_attn_kparams &p, const Cta &cta, int kvh, int *flag) const {
+    __device__ __forceinline__ void finish_cut(const dcpattn_attn_kparams &p, const Cta &cta, int kvh,
+                                               unsigned char *smem) const {
         const long long je = js + u;
+        const int n = dcpattn_sched_pieces(U, G, js, je);
+        int *flag = reinterpret_cast<int *>(smem);
+        float *row_m = reinterpret_cast<float *>(smem + 16), *row_inv = row_m + M_TILE;
+        int *piece = reinterpret_cast<int *>(row_inv + M_TILE);  // slot index of piece i
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned long long *c = counter(p, kvh);
             const unsigned long long tag = (p.token & 0xffffffffffull) << 24;
             unsigned long long seen, cur = *reinterpret_cast<volatile unsigned long long *>(c);
-            unsigned n;
+            unsigned k;
             do {
                 seen = cur;
-                n = (seen >> 24) == (tag >> 24) ? (unsigned)(seen & 0xffffffu) : 0u;
-                cur = atomicCAS(c, seen, tag | (n + 1));
+                k = (seen >> 24) == (tag >> 24) ? (unsigned)(seen & 0xffffffu) : 0u;
+                cur = atomicCAS(c, seen, tag | (k + 1));
             } while (cur != seen);
-            const bool last = (int)n + 1 == dcpattn_sched_pieces(U, G, js, je);
+            const bool last = (int)k + 1 == n;
             if (last) *reinterpret_cast<volatile unsigned long long *>(c) = 0ull;  // clean for a replay
             *flag = last;
         }
         __syncthreads();
         if (!*flag) return;
         __threadfence();
-        const int w0 = dcpattn_sched_owner(U, G, js), w1 = dcpattn_sched_owner(U, G, je - 1);
-        auto row_of = [&](int w) {
-            return (((long long)w * 2 + dcpattn_sched_slot(U, G, w, js)) * p.hkv + kvh) * M_TILE;
-        };
+        // the pieces in worker order: with U >= G workers w0, w0 + 1, ...; else one unit each
+        const int w0 = dcpattn_sched_owner(U, G, js);
+        for (int i = threadIdx.x; i < n; i += THREADS) {
+            const int w = U >= G ? w0 + i : dcpattn_sched_owner(U, G, js + i);
+            piece[i] = (w * 2 + dcpattn_sched_slot(U, G, w, js)) * p.hkv + kvh;
+        }
+        __syncthreads();
+        // each row's max and sum over the pieces' LSE (online), and its LSE out
+        for (int r = threadIdx.x; r < M_TILE; r += THREADS) {
+            float mx = neg_inf(), ls = 0.f;
+            if (cta.row0 + r < cta.nrows)
+                for (int i = 0; i < n; i += 4) {
+                    float l[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+                        l[k] = i + k < n ? ld_cg_f32(p.lse_part + (long long)piece[i + k] * M_TILE + r) : neg_inf();
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        if (l[k] == neg_inf()) continue;
+                        const float nm = fmaxf(mx, l[k]);
+                        ls = (mx == neg_inf() ? 0.f : ls * fast_exp2(mx - nm)) + fast_exp2(l[k] - nm);
+                        mx = nm;
+                    }
+                }
+            row_m[r] = mx;
+            row_inv[r] = ls > 0.f ? 1.f / ls : 0.f;
+            if (cta.row0 + r < cta.nrows && p.lse)
+                cta.row_out(kvh * GROUP, cta.row0 + r).lse(ls > 0.f ? mx + fast_log2(ls) : neg_inf());
+        }
+        __syncthreads();
         for (int it = threadIdx.x; it < M_TILE * (D / 8); it += THREADS) {
             const int r = it / (D / 8), c = (it % (D / 8)) * 8, R = cta.row0 + r;
             if (R >= cta.nrows) continue;
-            float mx = neg_inf();
-            for (int w = w0; w <= w1; ++w)
-                if (!dcpattn_sched_idle(U, G, w)) mx = fmaxf(mx, ld_cg_f32(p.lse_part + row_of(w) + r));
-            float lsum = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            for (int w = w0; w <= w1; ++w) {
-                if (dcpattn_sched_idle(U, G, w)) continue;
-                const long long prow = row_of(w) + r;
-                const float l = ld_cg_f32(p.lse_part + prow);
-                const float f = l == neg_inf() ? 0.f : fast_exp2(l - mx);
-                lsum += f;
-                const f4 *src = reinterpret_cast<const f4 *>(p.o_part + prow * D + c);
-                const f4 x = ld_cg_f4(src), y = ld_cg_f4(src + 1);
-                acc[0] += f * x.x;
-                acc[1] += f * x.y;
-                acc[2] += f * x.z;
-                acc[3] += f * x.w;
-                acc[4] += f * y.x;
-                acc[5] += f * y.y;
-                acc[6] += f * y.z;
-                acc[7] += f * y.w;
+            const float mx = row_m[r], inv = row_inv[r];
+            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            for (int i = 0; i < n; i += 4) {
+                float l[4];
+                f4 x[4], y[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    l[k] = neg_inf();
+                    x[k] = y[k] = f4{0.f, 0.f, 0.f, 0.f};
+                    if (i + k < n) {
+                        const long long prow = (long long)piece[i + k] * M_TILE + r;
+                        const f4 *src = reinterpret_cast<const f4 *>(p.o_part + prow * D + c);
+                        l[k] = ld_cg_f32(p.lse_part + prow);
+                        x[k] = ld_cg_f4(src);
+                        y[k] = ld_cg_f4(src + 1);
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const float f = l[k] == neg_inf() ? 0.f : fast_exp2(l[k] - mx) * inv;
+                    acc[0] += f * x[k].x;
+                    acc[1] += f * x[k].y;
+                    acc[2] += f * x[k].z;
+                    acc[3] += f * x[k].w;
+                    acc[4] += f * y[k].x;
+                    acc[5] += f * y[k].y;
+                    acc[6] += f * y[k].z;
+                    acc[7] += f * y[k].w;
+                }
             }
-            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-            const AttnRowOut out = cta.row_out(kvh * GROUP, R);
-            st16(out.out(c), pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv),
-                 pack2<T>(acc[4] * inv, acc[5] * inv), pack2<T>(acc[6] * inv, acc[7] * inv));
-            if (c == 0 && p.lse) out.lse(lsum > 0.f ? mx + fast_log2(lsum) : neg_inf());
+            st16(cta.row_out(kvh * GROUP, R).out(c), pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]),
+                 pack2<T>(acc[4], acc[5]), pack2<T>(acc[6], acc[7]));
         }
     }
 };

@@ -570,7 +570,7 @@ template <class Tr> __device__ __forceinline__ void gqa_decode_balanced(const dc
         const long long part_row0 = sched.keys(cta, kvh);
         gqa_segment<Tr, true>(p, cta, kvh, part_row0);
         if (part_row0 >= 0)
-            sched.template finish_cut<typename Tr::T, Tr::D>(p, cta, kvh, reinterpret_cast<int *>(gqa_smem_raw));
+            sched.template finish_cut<typename Tr::T, Tr::D>(p, cta, kvh, gqa_smem_raw);
         if (!sched.next(p)) break;
     }
 }
