@@ -1,4 +1,4 @@
-/* bench — dcpattn's benchmark (DESIGN.md 9). One run:
+/* bench — dcpattn's benchmark (docs/performance.md). One run:
      1. measures the two ceilings on this GPU: a tuned streaming read (16-byte loads,
         grid-stride, 4 GiB, several grid shapes; the best) and a cuBLAS bf16 GEMM
         (8192^3, fp32 accumulation);
@@ -519,7 +519,7 @@ static void run_jobs(std::vector<ref_job> &jobs) {
         if (j.rc) die("CPU reference failed: %s", j.err.c_str());
 }
 
-/* Tolerance (DESIGN.md 8): error <= 2 x that of the same math in bf16 (ref emulate_lowp)
+/* Tolerance (docs/contract.md 10): error <= 2 x that of the same math in bf16 (ref emulate_lowp)
    + a floor; NaN never passes. */
 static const double OUT_ABS_FLOOR = 1e-3, OUT_REL_FLOOR = 1e-3, LSE_ABS_FLOOR = 1e-4, LSE_REL_FLOOR = 1e-5;
 
@@ -1423,10 +1423,10 @@ int main(int argc, char **argv) {
 
     const attn_case G1 = {"G1", 1, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, 0};
     const attn_case G2 = {"G2", 2, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, 0};
-    /* M1: DESIGN.md gives W=8 and no rank or interleave: rank 0, I = 1 here. M2: W = 1. */
+    /* M1: the standard case gives W=8 and no rank or interleave: rank 0, I = 1 here. M2: W = 1. */
     const attn_case M1 = {"M1", 3, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0};
     const attn_case M2 = {"M2", 4, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0};
-    /* M3 (ours, not DESIGN.md's): M1's shape with a skewed batch, one sequence of 65536 local
+    /* M3: M1's shape with a skewed batch, one sequence of 65536 local
        keys and 31 of 2048, planned with the heuristic split (M3) and the balanced schedule (M3B) */
     const attn_case M3 = {"M3", 7, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, 0};
     const attn_case M3B = {"M3B", 8, 1, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, {2}, 2048, DCPATTN_SPLITS_BALANCED};
