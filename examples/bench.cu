@@ -1,4 +1,4 @@
-/* bench — dcpattn's benchmark (DESIGN.md 9). One run:
+/* bench — dcpattn's benchmark (docs/performance.md). One run:
      1. measures the two ceilings on this GPU: a tuned streaming read (16-byte loads,
         grid-stride, 4 GiB, several grid shapes; the best) and a cuBLAS bf16 GEMM
         (8192^3, fp32 accumulation);
@@ -528,7 +528,7 @@ static void run_jobs(std::vector<ref_job> &jobs) {
         if (j.rc) die("CPU reference failed: %s", j.err.c_str());
 }
 
-/* Tolerance (DESIGN.md 8): error <= 2 x that of the same math in bf16 (ref emulate_lowp)
+/* Tolerance (docs/contract.md 10): error <= 2 x that of the same math in bf16 (ref emulate_lowp)
    + a floor; NaN never passes. */
 static const double OUT_ABS_FLOOR = 1e-3, OUT_REL_FLOOR = 1e-3, LSE_ABS_FLOOR = 1e-4, LSE_REL_FLOOR = 1e-5;
 

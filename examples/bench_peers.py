@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_peers.py - the peers of dcpattn's benchmark (DESIGN.md 9), on the same shapes with
+"""bench_peers.py - the peers of dcpattn's benchmark (docs/performance.md), on the same shapes with
 their own random data (contiguous, unpaged KV):
 
   flex   torch.nn.attention.flex_attention, compiled with torch.compile, the DCP mask as a
@@ -8,7 +8,7 @@ their own random data (contiguous, unpaged KV):
   sdpa   F.scaled_dot_product_attention: no mask at q_len 1, a boolean DCP mask at q_len > 1;
          the q_len x group query rows of one KV head packed into the query dimension (each
          KV byte read once, no enable_gqa expansion; MLA: V copied out of K, contiguous);
-  eager  the merge of DESIGN.md 3.5 in eager torch ops (R1, R2).
+  eager  the merge of docs/contract.md 5 in eager torch ops (R1, R2).
 
 One JSON object per line on stdout (compact separators), first a header line:
   {"torch":..., "device":...}
@@ -120,7 +120,7 @@ def main():
     def rand(shape, amp=1.0, dtype=torch.bfloat16):
         return ((torch.rand(shape, device=dev, dtype=torch.float32) * 2 - 1) * amp).to(dtype)
 
-    # ---------------- eager merge (DESIGN.md 3.5) ----------------
+    # ---------------- eager merge (docs/contract.md 5) ----------------
     def merge(o, lse):
         # o [N, T, H, D] bf16, lse [N, T, H] fp32 natural log; non-finite = empty
         lse = torch.where(torch.isfinite(lse), lse, torch.full_like(lse, -math.inf))

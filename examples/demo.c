@@ -1,7 +1,7 @@
 /* demo — dcpattn's main job in one program.
    With a GPU: JIT-compile a merge (cold, into a fresh cache directory), load it again from
    the disk cache (warm) and from memory, run the merge on random partial states of case R1
-   and R2 (DESIGN.md 9), check it against the CPU reference and print time and GB/s.
+   and R2 (docs/performance.md), check it against the CPU reference and print time and GB/s.
    Without a GPU: render and NVRTC-compile the default variant set and print a table. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"

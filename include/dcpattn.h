@@ -218,7 +218,7 @@ DCPATTN_API dcpattn_status dcpattn_variant_source(dcpattn_context *ctx, const ch
 /* 1 if the variant is loaded in this context, 0 if not; never compiles. */
 DCPATTN_API int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name);
 
-/* ---- merge of N partial attention states (DESIGN.md 3.5) ----
+/* ---- merge of N partial attention states (docs/contract.md 5) ----
    For each row t < rows and head h < heads, with lse_n = lse[n][t*lse_stride_t +
    h*lse_stride_h] (non-finite = empty) and o_n the head_dim values at o[n] + t*o_stride_t
    + h*o_stride_h:
@@ -248,7 +248,7 @@ DCPATTN_API dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args
 DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *args,
                                          dcpattn_stream stream);
 
-/* ---- paged attention over this rank's DCP shard (DESIGN.md 3.1-3.4) ----
+/* ---- paged attention over this rank's DCP shard (docs/contract.md 1-4) ----
    Family by shape: GQA/MQA when head_dim_qk == head_dim_v (64, 96, 128, 192, 256, any
    num_q_heads % num_kv_heads == 0); MLA when head_dim_qk = 576, head_dim_v = 512 and
    num_kv_heads = 1 (V = the first 512 channels of each K row; v_cache may alias k_cache). */
@@ -336,11 +336,11 @@ DCPATTN_API dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const
                                             void *workspace, size_t workspace_bytes,
                                             dcpattn_stream stream);
 
-/* ---- DCP combine across ranks over NCCL (DESIGN.md 3.6) ----
+/* ---- DCP combine across ranks over NCCL (docs/contract.md 6) ----
    Each of the W ranks of a DCP group holds a partial state (o_r [T, H, Dv], lse_r [T, H])
    for the same T rows and H heads, e.g. the output of dcpattn_attn_run over its KV shard
    with all H query heads. The combine gives the exact merge of the W states (the math of
-   dcpattn_merge, DESIGN.md 3.5):
+   dcpattn_merge, docs/contract.md 5):
      DCPATTN_DCP_SCATTER    rank r receives heads [r*H/W, (r+1)*H/W): out [T, H/W, Dv]
                             (what a tensor-parallel output projection wants);
      DCPATTN_DCP_REPLICATE  every rank receives all heads: out [T, H, Dv]; every rank's

@@ -1,5 +1,5 @@
 // attn.cuh — what the attention kernels (gqa.cuh, mla.cuh) share: which packed query rows and
-// which keys a CTA owns (split-KV range, the causal DCP limit of each row, DESIGN.md 3), the
+// which keys a CTA owns (split-KV range, the causal DCP limit of each row, docs/contract.md 3), the
 // online-softmax step of a row, and where a finished row goes (out and lse, or the split
 // partials o_part and lse_part).
 #pragma once

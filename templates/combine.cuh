@@ -1,4 +1,4 @@
-// combine.cuh — the local step of the all-gather + reduce-scatter DCP combine (DESIGN.md 3.6):
+// combine.cuh — the local step of the all-gather + reduce-scatter DCP combine (docs/contract.md 6):
 // this rank's partial output scaled by its share of the global softmax, ready to be summed
 // over the ranks by a reduce-scatter (or an all-reduce).
 //
@@ -8,7 +8,7 @@
 //     o[0]     this rank's partial output (o[1 ..] are not read)
 //     out      o[0] * exp(lse[0] - LSE),  LSE = log(sum_n exp(lse[n]))
 //     lse_out  LSE (optional), in the base lse_base2_out asks for
-// Non-finite LSE counts as empty (DESIGN.md 3.5): an empty own state, or all states empty,
+// Non-finite LSE counts as empty (docs/contract.md 5): an empty own state, or all states empty,
 // gives out = 0 (o[0] is then never read) and LSE = -inf. The weight is the merge's weight
 // w_0 = 2^((l_0 - M) c) / sum_n 2^((l_n - M) c), so summing the outputs of all ranks equals
 // the merge of their states.

@@ -65,7 +65,7 @@ __device__ __forceinline__ float fast_log2(float x) {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// DCP placement (DESIGN.md 3.2): tokens this rank holds of a global prefix of length L.
+// DCP placement (docs/contract.md 2): tokens this rank holds of a global prefix of length L.
 __device__ __forceinline__ int local_len(int L, int world, int rank, int interleave) {
     const int span = world * interleave;
     const int rem = L % span - rank * interleave;

@@ -1,4 +1,4 @@
-// gqa.cuh — paged GQA/MQA decode attention over one rank's DCP shard (DESIGN.md 3, 6).
+// gqa.cuh — paged GQA/MQA decode attention over one rank's DCP shard (docs/contract.md 1-4, 8).
 //
 // One CTA = one (sequence, split) x one KV head x M_TILE packed query rows. Packed row
 // R = z*M_TILE + m is query token R / GROUP and q head kvh*GROUP + R % GROUP, so every
@@ -18,7 +18,7 @@
 // S accumulators become the A operand of PV without leaving registers. Softmax in base 2 on
 // raw scores (the scale joins the exponent's FFMA; the mask is a branch taken only by tiles
 // that reach a row's limit), O rescaled only when a row max of the warp moves: the tile loop
-// is short in instructions, which the q_len 4-8 rows need (examples/BENCH_NOTES.md 18).
+// is short in instructions, which the q_len 4-8 rows need (docs/performance.md).
 //
 // Hopper (sm_90a), one warpgroup of 64 rows (M_TILE 64, 128 threads, D 128): the same
 // pipeline and softmax, but QK^T and PV run on wgmma (m64n64k16 and m64n128k16, Q and P from

@@ -1,4 +1,4 @@
-// merge.cuh — exact N-way merge of partial attention states (DESIGN.md 3.5).
+// merge.cuh — exact N-way merge of partial attention states (docs/contract.md 5).
 //
 // LAUNCH CONTRACT (the host computes exactly this; ITEMS = kMergeItems below, 1):
 //     block   = THREADS threads (256), dynamic shared memory 0, grid.y = grid.z = 1
@@ -22,7 +22,7 @@
 // loads are predicated inside the instruction so a group stays one basic block;
 // merge_inst.cu's __launch_bounds__(THREADS, 4) (<= 64 registers) is what lets ptxas keep a
 // group's loads in flight together (without a minimum it interleaves them with the FMAs).
-// Measured on the H200 (R1/R2 of DESIGN.md 9, examples/BENCH_NOTES.md): issuing the o loads
+// Measured on the H200 (R1/R2 of docs/performance.md): issuing the o loads
 // with the LSE loads gained 2-3 % over waiting for the weights; one vector per thread beat two.
 //
 // Output: VEC channels of OUT_T — one 16-byte store when sizeof(OUT_T) == sizeof(IN_T), two
@@ -35,7 +35,7 @@
 
 namespace dcpattn {
 
-// Tuned on an H200 (R1/R2 of DESIGN.md 9): 4 states per load group, 1 vector per thread.
+// Tuned on an H200 (R1/R2 of docs/performance.md): 4 states per load group, 1 vector per thread.
 // kMergeItems is part of the launch contract above (gen/dcpattn/merge.lua binds ITEMS to it).
 constexpr int kMergeUnroll = 4;
 constexpr int kMergeItems = 1;

@@ -1,5 +1,5 @@
 // mla.cuh — DeepSeek MLA absorbed decode over one rank's DCP shard, Hopper (sm_90a) wgmma
-// and TMA (DESIGN.md 3, 6). Dqk = 576 (512 latent + 64 rope), Dv = 512, one latent KV head
+// and TMA (docs/contract.md 1-4, 8). Dqk = 576 (512 latent + 64 rope), Dv = 512, one latent KV head
 // whose V is the first 512 channels of the K row: every KV tile is read once from memory, for
 // QK^T and for PV.
 //
@@ -37,7 +37,7 @@
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
-// (examples/BENCH_NOTES.md 14). So issue loops stay rolled; and ptxas serializes every wgmma
+// (docs/performance.md). So issue loops stay rolled; and ptxas serializes every wgmma
 // when a path may read an accumulator while a wgmma runs (C7514), hence the straight-line
 // shape of warpgroup 1's pair (tests/wgmma_serial.sh checks every wgmma kernel for it).
 //

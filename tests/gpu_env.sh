@@ -1,5 +1,5 @@
-# gpu_env.sh — source it on the GPU machine: Lua 5.4 from the carried .deb/ folder (that
-# machine has no package registry), unpacked into /tmp, never into /.
+# gpu_env.sh — source it on a GPU host that has no package registry: Lua 5.4 from the
+# packages in .deb/ (untracked, copied there with the tree), unpacked into /tmp, never into /.
 if ! command -v lua5.4 >/dev/null 2>&1; then
     mkdir -p /tmp/dcpattn-lua
     for f in .deb/*.deb; do dpkg -x "$f" /tmp/dcpattn-lua; done

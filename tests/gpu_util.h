@@ -224,7 +224,7 @@ GPU_FN void *xmalloc(size_t n) {
     return p;
 }
 
-/* ---------------- tolerances (DESIGN.md 8) ----------------
+/* ---------------- tolerances (docs/contract.md 10) ----------------
    out: the error against ref_attn in double may be at most twice the error of the same math
    done in the input precision (ref_attn with emulate_lowp = 1: probabilities and out rounded
    to bf16/fp16) plus a floor. The floor covers what the emulation does not model: fp32

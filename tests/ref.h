@@ -1,9 +1,9 @@
 /* ref.h — the CPU reference of dcpattn: DCP placement, attention over a paged shard, merge,
    bf16/fp16 conversions and the error metric. Header-only C99 (also compiles as C++, so .cu
    host code may include it), double precision, no dependency on dcpattn.h. The numbers in
-   DESIGN.md 3.2-3.5 are defined here once for every CPU test, GPU test and example.
+   docs/contract.md 2-5 are defined here once for every CPU test, GPU test and example.
 
-   PLACEMENT (DESIGN.md 3.2; W world, r rank, I interleave; W, I >= 1)
+   PLACEMENT (docs/contract.md 2; W world, r rank, I interleave; W, I >= 1)
      int64_t ref_local_len(int64_t L, int W, int r, int I)        tokens of a global prefix L on r (L <= 0: 0)
      int64_t ref_global_of_local(int64_t l, int W, int r, int I)  local index -> global position
      int     ref_owner(int64_t g, int W, int I)                   rank holding global token g
@@ -27,7 +27,7 @@
      void ref_fill_uniform(uint16_t *dst, int64_t n, int dtype, double amp, uint64_t *state)
      void ref_fill_bits(uint16_t *dst, int64_t n, uint16_t bits)
 
-   ATTENTION OVER ONE RANK'S PAGED SHARD (DESIGN.md 3.1-3.4)
+   ATTENTION OVER ONE RANK'S PAGED SHARD (docs/contract.md 1-4)
      ref_attn_params p = {0}; p.hq, p.hkv, p.dqk, p.dv (0: dqk), p.page_size, p.causal,
        p.scale (0: 1/sqrt(dqk)), p.world/rank/interleave (0 world or interleave: 1),
        p.lse_base2, p.dtype (of q, k, v), p.emulate_lowp (see below).
@@ -45,7 +45,7 @@
                         const uint16_t *k, const uint16_t *v, double *out, double *lse)
        unsharded attention of one sequence (world/rank/interleave ignored: W = 1) over
        contiguous q [q_len, hq, dqk], k [L, hkv, dqk], v [L, hkv, dv].
-     p.emulate_lowp = 1 does "the same math in the input precision" (DESIGN.md 8): the
+     p.emulate_lowp = 1 does "the same math in the input precision" (docs/contract.md 10): the
        probabilities exp(s - max) are rounded to p.dtype before the P·V product (the row sum
        is not) and out is rounded to p.dtype. Its error against the exact result is the
        baseline a kernel's error is compared with (ref_err_within).
@@ -65,7 +65,7 @@
      void ref_shard_inputs(const ref_shard *s, ref_attn_inputs *in)  cache fields of `in`
      void ref_shard_free(ref_shard *s)
 
-   MERGE (DESIGN.md 3.5)
+   MERGE (docs/contract.md 5)
      ref_merge_args a = {0}; num_states, rows, heads, head_dim, o (array of num_states
        pointers), o_type (REF_F64 default, REF_FP32, REF_BF16, REF_FP16), lse (array of
        pointers), lse_type (REF_F64 default or REF_FP32), strides (0: contiguous),
@@ -74,7 +74,7 @@
        out: double [rows, heads, head_dim], lse_out: double [rows, heads] (may be 0).
        Non-finite lse = empty state (its o is never read); all empty -> 0 and -inf.
 
-   ERROR METRIC (DESIGN.md 8: NaN never passes)
+   ERROR METRIC (docs/contract.md 10: NaN never passes)
      ref_err ref_compare(const double *ref, const void *got, int got_type, int64_t n)
      ref_err ref_compare3(const double *ref, const void *got, int got_type,
                           int64_t n0, int64_t n1, int64_t n2, int64_t got_s0, int64_t got_s1)

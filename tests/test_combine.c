@@ -1,4 +1,4 @@
-/* test_combine — the DCP combine across GPUs (DESIGN.md 3.6, FAULTS.md "NCCL").
+/* test_combine — the DCP combine across GPUs (docs/contract.md 6, docs/faults.md "NCCL").
    Without a GPU: host validation of every argument and communicator case a host can decide
    (the communicator check is a pure function of the numbers NCCL would report), workspace
    sizes, the dense-block rule, the rescale identity on the CPU reference, and NVRTC

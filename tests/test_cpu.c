@@ -72,7 +72,7 @@ static void test_placement(void) {
                 CHECK(errs == 0, "placement W=%d r=%d I=%d: %lld errors, first: %s", W, r, I,
                       (long long)errs, first);
             }
-    /* spot values from DESIGN.md 3.2: W=4, I=2: token 9 is on rank 0 (9/2 % 4 = 0), local 3 */
+    /* spot values from docs/contract.md 2: W=4, I=2: token 9 is on rank 0 (9/2 % 4 = 0), local 3 */
     CHECK(ref_owner(9, 4, 2) == 0 && ref_local_index(9, 4, 2) == 3, "W=4 I=2 token 9");
     CHECK(ref_global_of_local(3, 4, 0, 2) == 9, "W=4 I=2 rank 0 local 3");
     CHECK(ref_local_len(10, 4, 0, 2) == 4 && ref_local_len(10, 4, 1, 2) == 2 &&

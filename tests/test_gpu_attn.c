@@ -82,7 +82,7 @@ static void *workspace_for(const dcpattn_attn_plan *plan) {
 }
 
 /* A plan failure is a failure, except a non-power-of-two group rejected as unsupported
-   (FAULTS.md allows that; it is reported, never silent). Returns 1 when a plan exists. */
+   (docs/faults.md allows that; it is reported, never silent). Returns 1 when a plan exists. */
 static int plan_ok(dcpattn_status s, int group, const char *desc) {
     if (s == DCPATTN_STATUS_SUCCESS) return 1;
     if (s == DCPATTN_STATUS_UNSUPPORTED && !is_pow2(group)) {

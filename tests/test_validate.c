@@ -1,4 +1,4 @@
-/* test_validate.c — host validation of every FAULTS.md row a validator can decide, for
+/* test_validate.c — host validation of every docs/faults.md row a validator can decide, for
    dcpattn_merge_validate, dcpattn_attn_desc_validate and dcpattn_attn_args_validate.
    No GPU: validation never dereferences device pointers, so fake, well-separated addresses
    stand in for them. Each rejection must return the right kind of status and a detail

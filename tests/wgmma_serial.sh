@@ -3,8 +3,8 @@
 # ptxas serializing its wgmmas ("wgmma.mma_async instructions are serialized", C7514-C7520:
 # a path that may read or write an accumulator while a wgmma runs, or a warpgroup-divergent
 # wgmma). That costs a kernel a large share of its speed and changes none of its results, so
-# only this check sees it (session 5: the MLA kernel ran at 379 TFLOP/s against 482 when
-# serialized). Needs lua5.4 and nvcc; prints one line per variant, exits 1 on any serialized.
+# only this check sees it (on the H200 a serialized MLA kernel ran at 379 TFLOP/s, against 482
+# once straight-line). Needs lua5.4 and nvcc; one line per variant, exits 1 on any serialized.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${WGMMA_SERIAL_DIR:-${TMPDIR:-/tmp}/dcpattn-wgmma-serial.$$}

@@ -1,5 +1,5 @@
 -- combine.lua — the combine family: the local step of the all-gather + reduce-scatter DCP
--- combine (DESIGN.md 3.6): this rank's partial output times its share of the global softmax,
+-- combine (docs/contract.md 6): this rank's partial output times its share of the global softmax,
 -- o_r * exp(lse_r - LSE), written in the dtype the reduce-scatter sums in.
 -- Name: combine_<in>_<out>, e.g. combine_bf16_fp32 (bf16 partials, fp32 reduce-scatter).
 -- Kernel parameters: the merge's block (dcpattn_merge_kparams); see templates/combine.cuh.

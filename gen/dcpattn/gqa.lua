@@ -1,4 +1,4 @@
--- gqa.lua — the GQA/MQA attention family (DESIGN.md 6): Dqk = Dv, `group` query heads per
+-- gqa.lua — the GQA/MQA attention family (docs/contract.md 8): Dqk = Dv, `group` query heads per
 -- KV head, their q_len x group query rows packed into tiles of `m_tile` rows per CTA.
 -- Name: gqa_<dtype>_d<D>_g<G>_m<M>, e.g. gqa_bf16_d128_g8_m16.
 local M = {}
@@ -42,7 +42,7 @@ local HEAD_DIMS = {
 local function wgmma_path(m, d) return m == 64 and d == 128 end
 -- Query rows from which the wgmma tile serves a KV head on sm_90+ even when a smaller
 -- mma.sync tile would hold them (measured on the H200: G1 at q_len 4, 32 rows, see
--- examples/BENCH_NOTES.md).
+-- docs/performance.md).
 local WGMMA_FROM_ROWS = 17
 local function stages_for(m, d)
     if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end

@@ -1,4 +1,4 @@
--- merge.lua — the merge family: N partial attention states -> one (DESIGN.md 3.5).
+-- merge.lua — the merge family: N partial attention states -> one (docs/contract.md 5).
 -- Name: merge_<in>_<out>, e.g. merge_fp32_bf16 (fp32 split-KV partials into a bf16 output).
 local util = require "dcpattn.util"
 

@@ -1,4 +1,4 @@
--- mla.lua — the MLA family (DeepSeek absorbed decode, DESIGN.md 6): Dqk = 576 (512 latent +
+-- mla.lua — the MLA family (DeepSeek absorbed decode, docs/contract.md 8): Dqk = 576 (512 latent +
 -- 64 rope), Dv = 512, one latent KV head whose first 512 channels are V, Hq query heads per
 -- rank; the q_len x Hq query rows of a sequence are packed into tiles of 64 rows per CTA.
 -- Hopper only (wgmma, sm_90a). Name: mla_<dtype>_h<Hq>_m64, e.g. mla_bf16_h128_m64.

@@ -1,6 +1,6 @@
 -- spec.lua — variant specs: the family registry, parsing and building canonical names,
 -- validation, the default (AOT) set. One canonical name per variant is the kernel symbol,
--- the in-memory key and the file stem (DESIGN.md 7).
+-- the in-memory key and the file stem (docs/contract.md 9; the grammar: docs/architecture.md).
 local M = {}
 
 local type, tostring, ipairs = type, tostring, ipairs

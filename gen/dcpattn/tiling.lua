@@ -1,6 +1,6 @@
 -- tiling.lua — which attention variant serves a descriptor (the tiling heuristic).
 -- The query rows of one KV head, max_q_len x group of them, go into one M tile when they
--- fit, so each KV byte is read once for all of them (DESIGN.md 6).
+-- fit, so each KV byte is read once for all of them (docs/contract.md 8).
 local M = {}
 
 local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs

@@ -1,12 +1,15 @@
 #!/bin/sh
-# gpu_session.sh — everything one call on the GPU machine runs, in priority order, each step
-# bounded, logs under $OUT (what is there comes back even if the call runs out of time):
-# make test, make demo, the benchmark, DCP over NCCL (tests/gpu_multi.sh), compute-sanitizer
-# over the quick GPU subsets, then
-# compute-sanitizer over the full GPU suites (a separate step of at most ~200 s,
-# SANITIZE_FULL_SECONDS). `tests/gpu_session.sh sanitize-full` runs only that last step
-# (building what it needs first).
-OUT=${OUT:-/tmp/dcpattn-out}
+# gpu_all.sh [sanitize-full] [LOGDIR] — everything a GPU host runs, in priority order, each
+# step bounded by a timeout: make test, make demo, the benchmark, DCP over NCCL
+# (tests/gpu_multi.sh), compute-sanitizer over the quick GPU subsets, then compute-sanitizer
+# over the full GPU suites (a step of at most SANITIZE_FULL_SECONDS, 200 by default).
+# `tests/gpu_all.sh sanitize-full` runs only that last step (building what it needs first).
+# Logs go to LOGDIR (default $OUT, else /tmp/dcpattn-out), one file per step, written as the
+# step runs, so a run stopped early keeps the logs of the steps before it.
+MODE=
+if [ "${1:-}" = sanitize-full ]; then MODE=sanitize-full; shift; fi
+OUT=${1:-${OUT:-/tmp/dcpattn-out}}
+export OUT # tests/gpu_multi.sh logs under the same folder
 mkdir -p "$OUT"
 . tests/gpu_env.sh
 export DCPATTN_CACHE_DIR=${DCPATTN_CACHE_DIR:-/tmp/dcpattn-cache}
@@ -55,7 +58,7 @@ sanitize_full() {
     echo "=== sanitizer, full suites"; cat "$log"
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-if [ "${1:-}" = sanitize-full ]; then
+if [ "$MODE" = sanitize-full ]; then
     make -s aot build/test_gpu build/test_gpu_attn build/test_gpu_mla build/test_gpu_threads build/test_gpu_big \
         > "$OUT/build-sanitize.log" 2>&1 || { tail -n 30 "$OUT/build-sanitize.log"; exit 1; }
     sanitize_full
@@ -65,10 +68,10 @@ step test 300 make -j16 test
 TAIL=12 step demo 60 make demo
 make -s build/bench > "$OUT/build-bench.log" 2>&1
 TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 60
-# DCP over NCCL (examples/dcp_nccl) for every world size this machine has GPUs for (W = 1 on one)
+# DCP over NCCL (examples/dcp_nccl) for every world size this host has GPUs for (W = 1 on one)
 RUN_SECONDS=60 TAIL=30 step multi 300 sh tests/gpu_multi.sh
-# the quick subsets first: priority order; whatever the call's time limit cuts off is simply
-# missing from the log
+# the quick subsets, in priority order: a run stopped early by an outer time limit keeps the
+# lines of the runs before it
 for run in "memcheck test_gpu_attn" "racecheck test_gpu_attn" "memcheck test_gpu_mla" \
            "racecheck test_gpu_mla" "initcheck test_gpu_attn" "synccheck test_gpu_attn" "memcheck test_gpu"; do
     set -- $run
