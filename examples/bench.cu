@@ -15,7 +15,7 @@
    usage: bench [--json FILE] [--only CASE,...] [--iters N] [--seed N]
           cases: G1 G1P G2 G2P M1 M1P M2 M2P R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
-   experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--q N] (only
+   experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
                 q_len N of each case: one kernel for a profiler) */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
@@ -572,7 +572,8 @@ static bool check_attn(const attn_case *c, std::vector<ref_job> &jobs, const uin
 
 static int g_iters = 30;
 static int g_plan_q_len = 0;   /* --plan-q-len: plan for at least this many query tokens */
-static int g_force_splits = 0; /* --splits: force the split count (0: the heuristic) */
+static int g_force_splits = 0; /* --splits: force the num_splits policy (0: each case's own) */
+static int g_plan_sms = 0;     /* --num-sms: the plans' num_sms (0: the device's) */
 static int g_only_q = 0;       /* --q: only this q_len of each case (0: all; for profilers) */
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
@@ -701,6 +702,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         if (g_plan_q_len > d.max_q_len) d.max_q_len = g_plan_q_len; /* experiment: a larger M tile */
         if (c->splits) d.num_splits = c->splits;
         if (g_force_splits) d.num_splits = g_force_splits;
+        d.num_sms = g_plan_sms;
         s = dcpattn_attn_plan_create(ctx, &d, &plan);
         if (s) {
             std::string note = std::string("plan: ") + dcpattn_status_string(s) + ": " + dcpattn_last_error();
@@ -1405,6 +1407,7 @@ int main(int argc, char **argv) {
         else if (a == "--plan-q-len") g_plan_q_len = atoi(val());
         else if (a == "--splits") g_force_splits = atoi(val());
         else if (a == "--q") g_only_q = atoi(val());
+        else if (a == "--num-sms") g_plan_sms = atoi(val());
         else if (a == "--peers-budget") budget = atoi(val());
         else if (a == "--peers-script") script = val();
         else if (a == "--selftest-cpu") return cpu_selftest();

@@ -264,7 +264,10 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
    DCPATTN_SPLITS_PER_SEQUENCE  every sequence split into the same count, chosen from the
                                 descriptor's bounds (the smallest count within 85 % of the best
                                 wave efficiency): a skewed batch runs at the pace of its longest
-                                sequence;
+                                sequence, an even one a little faster than under the balanced
+                                schedule (H200, make bench: the balanced schedule at 93-99 % of
+                                it on G1/G2, 92-95 % on M1/M2; docs/performance.md), so it is
+                                the choice for batches known to be even;
    1                            no split: one CTA per (sequence, KV head, row tile);
    2 .. DCPATTN_MAX_MERGE_STATES   that many splits per sequence. */
 #define DCPATTN_SPLITS_BALANCED (-1)
