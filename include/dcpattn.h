@@ -2415,7 +2415,11 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     if (dcpattn__is_mla(d) && (a->v_cache != a->k_cache || a->v_stride_page != a->k_stride_page ||
                                a->v_stride_t != a->k_stride_t || a->v_stride_h != a->k_stride_h))
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                             "attn: MLA reads V from the K rows: v_cache must equal k_cache, with the same strides");
+                             "attn: MLA reads V from the K rows: v_cache = %p must equal k_cache = %p, with the same "
+                             "strides (v_stride_page, v_stride_t, v_stride_h = %lld, %lld, %lld; k: %lld, %lld, %lld)",
+                             a->v_cache, a->k_cache, (long long)a->v_stride_page, (long long)a->v_stride_t,
+                             (long long)a->v_stride_h, (long long)a->k_stride_page, (long long)a->k_stride_t,
+                             (long long)a->k_stride_h);
     if (d->dcp_world > 1 && !a->seqused_k_global)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: seqused_k_global is NULL with dcp_world = %d",
                              d->dcp_world);

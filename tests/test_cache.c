@@ -541,6 +541,11 @@ int main(int argc, char **argv) {
         ad.max_seqlen_k = 4096;
         memset(&cd, 0, sizeof cd);
         cd.compile_only = 1;
+        cd.num_sms = -4;
+        CHECK(dcpattn_context_create(&cd, &ctx) == DCPATTN_STATUS_INVALID_ARGUMENT &&
+                  strstr(dcpattn_last_error(), "num_sms = -4"),
+              "context num_sms -4: %s", dcpattn_last_error());
+        cd.num_sms = 0;
         CHECK(dcpattn_context_create(&cd, &ctx) == DCPATTN_STATUS_SUCCESS, "context: %s", dcpattn_last_error());
         CHECK(dcpattn_attn_plan_create(ctx, &ad, &plan) == DCPATTN_STATUS_INVALID_ARGUMENT &&
                   strstr(dcpattn_last_error(), "arch") && strstr(dcpattn_last_error(), "num_sms = 0") && !plan,

@@ -699,6 +699,35 @@ static void test_combine(void) {
     REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_OVERFLOW, "o_stride_t", NULL);
 }
 
+/* rows = 0 on the run path: success, nothing compiled, loaded or launched (the context
+   pretends to have a device whose driver was never opened: any launch would crash) */
+static void test_empty_runs(void) {
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    dcpattn_merge_args m;
+    dcpattn_dcp_combine_args c;
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    cd.cache_dir = "";
+    if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
+        CHECK(0, "context: %s", dcpattn_last_error());
+        return;
+    }
+    ctx->compile_only = 0;
+    memset(&m, 0, sizeof m);
+    m.num_states = 2;
+    m.heads = 8;
+    m.head_dim = 128;
+    ACCEPT(dcpattn_merge(ctx, &m, NULL));
+    memset(&c, 0, sizeof c);
+    c.heads = 8;
+    c.head_dim = 128;
+    ACCEPT(dcpattn_dcp_combine(ctx, NULL, &c, NULL));
+    CHECK(!dcpattn_variant_loaded(ctx, "merge_bf16_bf16"), "an empty merge loaded a kernel");
+    ctx->compile_only = 1;
+    dcpattn_context_destroy(ctx);
+}
+
 /* a successful call empties the last error, so no check can pass on a stale message */
 static void test_last_error_cleared(void) {
     dcpattn_attn_desc d = valid_desc();
@@ -740,6 +769,7 @@ int main(void) {
     test_args();
     test_merge();
     test_combine();
+    test_empty_runs();
     test_last_error_cleared();
     return check_summary();
 }
