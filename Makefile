@@ -5,9 +5,10 @@
 #                   with no GPU, the default set compiled and tabulated
 #   make test       CPU tests, then GPU tests when a GPU is visible
 #   make bench      the benchmark (needs a GPU)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=; make uninstall (same variables) removes it
 # Each of demo/test checks for Lua 5.4 (lua5.4, liblua5.4-dev) and installs it with apt-get
-# when it is missing. Switches: NO_NCCL=1, V=1 (show commands).
+# when it is missing, before anything that needs it is built (deps is an order-only
+# prerequisite of those rules, so make -j runs it first). Switches: NO_NCCL=1, V=1.
 
 PREFIX   ?= /usr/local
 ARCH     ?= sm_90a
@@ -38,7 +39,7 @@ HEADER    := include/dcpattn.h
 GEN_SRC   := $(wildcard gen/dcpattn/*.lua) gen/dcpattn-gen
 TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 
-.PHONY: all deps demo test test-cpu test-gpu bench install clean aot fuzz
+.PHONY: all deps demo test test-cpu test-gpu bench install uninstall clean aot fuzz
 all: aot $(BUILD)/demo $(BUILD)/dcp_nccl
 
 # ---- dependencies: Lua 5.4 from Debian ----
@@ -56,11 +57,11 @@ $(BUILD):
 	$(Q)mkdir -p $(BUILD)
 
 # ---- host programs (each a single C file that includes the header's implementation) ----
-$(BUILD)/%: examples/%.c $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD)
+$(BUILD)/%: examples/%.c $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
 	@echo "  CC      $@"
 	$(Q)$(CC) $(HOSTFLAGS) -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
-$(BUILD)/%: tests/%.c $(HEADER) tests/ref.h tests/check.h tests/gpu_util.h | $(BUILD)
+$(BUILD)/%: tests/%.c $(HEADER) tests/ref.h tests/check.h tests/gpu_util.h | $(BUILD) deps
 	@echo "  CC      $@"
 	$(Q)$(CC) $(HOSTFLAGS) -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
@@ -72,13 +73,13 @@ $(BUILD)/test_sched: tests/test_sched.c templates/sched.cuh tests/check.h | $(BU
 	@echo "  CC      $@ (ASan, UBSan)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Itests $< -o $@
 
-$(BUILD)/test_validate: tests/test_validate.c $(HEADER) tests/check.h | $(BUILD)
+$(BUILD)/test_validate: tests/test_validate.c $(HEADER) tests/check.h | $(BUILD) deps
 	@echo "  CC      $@ (ASan, UBSan)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
 	  $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
 # ---- AOT: the CLI renders the default set; the library precompiles it (one lookup path) ----
-$(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD)
+$(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD) deps
 	@echo "  GEN     $(BUILD)/gen (default variant set)"
 	$(Q)mkdir -p $(BUILD)/gen && $(LUA) gen/dcpattn-gen --all -o $(BUILD)/gen
 	$(Q)touch $@
@@ -102,16 +103,16 @@ HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsi
                     | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)
 FUZZ_BIN  := $(if $(HAVE_LIBFUZZER),$(BUILD)/fuzz_host)
 
-$(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD)
+$(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD) deps
 	@echo "  CC      $@ (ThreadSanitizer)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=thread -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
-$(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD)
+$(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD) deps
 	@echo "  CC      $@ (C99 -Wall -Wextra -Werror)"
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic -Iinclude -c tests/test_header.c -o $@.api.o
 	$(Q)$(CC) -std=c99 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION tests/test_header.c -o $@ $(HOSTLIBS)
 
-$(BUILD)/test_header_cpp: tests/test_header.c $(HEADER) | $(BUILD)
+$(BUILD)/test_header_cpp: tests/test_header.c $(HEADER) | $(BUILD) deps
 	@echo "  CXX     $@ (C++ -Wall -Wextra -Werror)"
 	$(Q)$(CXX) -x c++ -std=c++11 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION tests/test_header.c -o $@ $(HOSTLIBS)
 
@@ -122,7 +123,7 @@ test-gpu: aot $(GPU_TESTS)
 	$(Q)$(BUILD)/test_gpu
 
 # the benchmark is CUDA C++ (its ceiling kernel and cuBLAS GEMM), built with nvcc
-$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD)
+$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  $< -o $@ $(HOSTLIBS) -lcublas
@@ -131,32 +132,49 @@ bench: aot $(BUILD)/bench
 	$(Q)$(BUILD)/bench --json $(BUILD)/bench.json
 
 # ---- install ----
+# The installed header finds its data through dcpattn_config.h, written here: dcpattn.pc
+# passes only -DDCPATTN_INSTALLED, which `cc app.c $(pkg-config --cflags --libs dcpattn)`
+# takes as it is (a quoted path in pkg-config's output needs a shell to parse it again).
+IDIR     = $(DESTDIR)$(PREFIX)
+IDATA    = $(IDIR)/share/dcpattn
+cstring  = $(subst ",\",$(subst \,\\,$(1)))
 install: aot
-	$(Q)install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/dcpattn/gen/dcpattn \
-	  $(DESTDIR)$(PREFIX)/share/dcpattn/templates $(DESTDIR)$(PREFIX)/share/dcpattn/include \
-	  $(DESTDIR)$(PREFIX)/share/dcpattn/aot $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	$(Q)install -m 644 $(HEADER) $(DESTDIR)$(PREFIX)/include/
-	$(Q)install -m 644 $(HEADER) $(DESTDIR)$(PREFIX)/share/dcpattn/include/
-	$(Q)install -m 644 gen/dcpattn/*.lua $(DESTDIR)$(PREFIX)/share/dcpattn/gen/dcpattn/
-	$(Q)install -m 755 gen/dcpattn-gen $(DESTDIR)$(PREFIX)/share/dcpattn/gen/
-	$(Q)ln -sf ../share/dcpattn/gen/dcpattn-gen $(DESTDIR)$(PREFIX)/bin/dcpattn-gen
-	$(Q)install -m 644 $(TEMPLATES) $(DESTDIR)$(PREFIX)/share/dcpattn/templates/
-	$(Q)cp -p $(BUILD)/aot/*.cubin $(BUILD)/aot/nvrtc.version $(DESTDIR)$(PREFIX)/share/dcpattn/aot/ 2>/dev/null || true
-	$(Q)printf 'prefix=%s\nincludedir=$${prefix}/include\ndatadir=$${prefix}/share/dcpattn\n\nName: dcpattn\nDescription: attention kernels and merges for decode context parallelism\nVersion: %s\nCflags: -I$${includedir} -DDCPATTN_DATA_DIR=\\"$${datadir}\\" -DDCPATTN_AOT_DIR=\\"$${datadir}/aot\\" %s\nLibs: %s -ldl -lm -lpthread\n' \
+	$(Q)install -d $(IDIR)/include $(IDATA)/gen/dcpattn $(IDATA)/templates $(IDATA)/include $(IDATA)/aot \
+	  $(IDIR)/bin $(IDIR)/lib/pkgconfig
+	$(Q)install -m 644 $(HEADER) $(IDIR)/include/
+	$(Q)printf '/* dcpattn_config.h: written by make install for PREFIX=%s (see DCPATTN_INSTALLED in dcpattn.h) */\n#ifndef DCPATTN_DATA_DIR\n#define DCPATTN_DATA_DIR "%s"\n#endif\n#ifndef DCPATTN_AOT_DIR\n#define DCPATTN_AOT_DIR "%s"\n#endif\n' \
+	  '$(PREFIX)' '$(call cstring,$(PREFIX)/share/dcpattn)' '$(call cstring,$(PREFIX)/share/dcpattn/aot)' \
+	  > $(IDIR)/include/dcpattn_config.h
+	$(Q)install -m 644 $(HEADER) $(IDATA)/include/
+	$(Q)install -m 644 gen/dcpattn/*.lua $(IDATA)/gen/dcpattn/
+	$(Q)install -m 755 gen/dcpattn-gen $(IDATA)/gen/
+	$(Q)ln -sf ../share/dcpattn/gen/dcpattn-gen $(IDIR)/bin/dcpattn-gen
+	$(Q)install -m 644 $(TEMPLATES) $(IDATA)/templates/
+	$(Q)cp -p $(BUILD)/aot/*.cubin $(BUILD)/aot/nvrtc.version $(IDATA)/aot/ 2>/dev/null || true
+	$(Q)printf 'prefix=%s\nincludedir=$${prefix}/include\ndatadir=$${prefix}/share/dcpattn\n\nName: dcpattn\nDescription: attention kernels and merges for decode context parallelism\nVersion: %s\nCflags: -I$${includedir} -DDCPATTN_INSTALLED %s\nLibs: %s -ldl -lm -lpthread\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define DCPATTN_VERSION_STRING "\(.*\)"/\1/p' $(HEADER))" '$(LUA_CFLAGS)' '$(LUA_LIBS)' \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dcpattn.pc
-	@echo "installed into $(DESTDIR)$(PREFIX)"
+	  > $(IDIR)/lib/pkgconfig/dcpattn.pc
+	@echo "installed into $(IDIR)"
+
+# what install put, and the directories of share/dcpattn once they are empty
+uninstall:
+	$(Q)rm -f $(IDIR)/include/dcpattn.h $(IDIR)/include/dcpattn_config.h $(IDIR)/lib/pkgconfig/dcpattn.pc \
+	  $(IDIR)/bin/dcpattn-gen $(IDATA)/include/dcpattn.h $(IDATA)/gen/dcpattn-gen $(IDATA)/gen/dcpattn/*.lua \
+	  $(IDATA)/templates/*.cu $(IDATA)/templates/*.cuh $(IDATA)/aot/*.cubin $(IDATA)/aot/nvrtc.version
+	$(Q)for d in aot include templates gen/dcpattn gen ''; do rmdir "$(IDATA)/$$d" 2>/dev/null || true; done
+	@echo "removed dcpattn from $(IDIR)"
 
 clean:
 	rm -rf $(BUILD)
 
 # ---- fuzzing (clang libFuzzer): host validation and the generator's spec parsing ----
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz_host: tests/fuzz_host.c $(HEADER) | $(BUILD)
+$(BUILD)/fuzz_host: tests/fuzz_host.c $(HEADER) | $(BUILD) deps
 	@echo "  CLANG   $@ (libFuzzer, ASan, UBSan)"
 	$(Q)clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
 fuzz: deps $(BUILD)/fuzz_host
 	$(Q)mkdir -p $(BUILD)/fuzz-corpus
-	$(Q)printf 'gqa_bf16_d128_g8_m16' > $(BUILD)/fuzz-corpus/name; printf '\002merge_fp32_bf16' > $(BUILD)/fuzz-corpus/merge
-	$(Q)$(BUILD)/fuzz_host -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus 2>&1 | tail -n 12
+	$(Q)printf '\003gqa_bf16_d128_g8_m16' > $(BUILD)/fuzz-corpus/name; printf '\003merge_fp32_bf16' > $(BUILD)/fuzz-corpus/merge
+	$(Q)$(BUILD)/fuzz_host -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus >$(BUILD)/fuzz-make.log 2>&1; \
+	  rc=$$?; tail -n 12 $(BUILD)/fuzz-make.log; exit $$rc

@@ -7,6 +7,8 @@
 
    Everywhere else include it plainly. Link with Lua 5.4, libdl and pthreads:
        cc app.c -I/usr/include/lua5.4 -llua5.4 -ldl -lm -lpthread
+   or, after `make install`, with nothing but what pkg-config says:
+       cc app.c $(pkg-config --cflags --libs dcpattn)
    Nothing from CUDA is linked: the CUDA driver (libcuda.so.1), NVRTC and NCCL are opened
    with dlopen when first needed, so a program built with dcpattn starts on a machine with
    no GPU driver and gets DCPATTN_STATUS_NO_DRIVER from the calls that need one. Without
@@ -42,10 +44,12 @@
 
    STEP BY STEP
        dcpattn_context *ctx;                        // per device, after cudaSetDevice()
-       dcpattn_context_desc cd = {0};               // zero means default everywhere
+       dcpattn_context_desc cd;
+       memset(&cd, 0, sizeof cd);                   // zero means default everywhere
        if (dcpattn_context_create(&cd, &ctx)) puts(dcpattn_last_error());
 
-       dcpattn_merge_args m = {0};                  // merge N partial states
+       dcpattn_merge_args m;                        // merge N partial states
+       memset(&m, 0, sizeof m);
        m.num_states = 2; m.rows = T; m.heads = H; m.head_dim = D;
        m.o = o_ptrs; m.lse = lse_ptrs; m.out = out; m.lse_out = lse_out;
        dcpattn_merge(ctx, &m, stream);
@@ -64,9 +68,11 @@
    ERRORS
    Every call returns a dcpattn_status (0 = success). dcpattn_status_string() names the
    code; dcpattn_last_error() gives this thread's detail message for the last failure
-   (which argument and its value, the NVRTC log, the Lua traceback). Bad input is rejected
-   before any GPU work: nothing is launched and no output byte changes. The validation
-   functions need no GPU and no context.
+   (which argument and its value, the NVRTC log, the Lua traceback); every call that
+   returns a status and succeeds empties it, so a message never outlives the call it
+   belongs to. Bad input is rejected before any GPU work: nothing is launched and no output
+   byte changes. The validation functions need no GPU and no context. Empty work (merge or
+   combine rows = 0, attention batch = 0) is valid and does nothing.
 
    CONVENTIONS
    - Strides are in elements, and the last dimension of every tensor is contiguous.
@@ -88,13 +94,28 @@
                         communicator return DCPATTN_STATUS_NO_NCCL.
      DCPATTN_DATA_DIR   string: where gen/ and templates/ live (else $DCPATTN_HOME).
      DCPATTN_AOT_DIR    string: the read-only precompiled cache consulted first.
+     DCPATTN_INSTALLED  take DCPATTN_DATA_DIR and DCPATTN_AOT_DIR from dcpattn_config.h, the
+                        file `make install` writes next to this header. The installed
+                        dcpattn.pc passes -DDCPATTN_INSTALLED rather than the two strings:
+                        a quoted path in pkg-config's output survives only when a shell
+                        parses it again (eval), not `cc $(pkg-config ...)`.
      DCPATTN_API        declaration specifier of the public functions (default: extern).
+     DCPATTN_TESTING    compiles in the test suite's fault injection
+                        (DCPATTN_TEST_FAIL_WRITE=1 fails every cache write); without it that
+                        variable does nothing.
 
    ENVIRONMENT
      DCPATTN_HOME       overrides DCPATTN_DATA_DIR (gen/ and templates/).
      DCPATTN_CACHE_DIR  ':'-separated cache directories: first hit wins, writes go to the
                         first writable one. Unset: $XDG_CACHE_HOME/dcpattn, else
-                        ~/.cache/dcpattn. Set but empty: memory only.
+                        ~/.cache/dcpattn. Set but empty: memory only. The context
+                        descriptor's cache_dir, when not NULL, takes its place.
+     DCPATTN_LOCK_TIMEOUT_MS  how long a compile waits for another process (or context)
+                        compiling the same kernel into the same cache directory, in ms
+                        (default 10000; negative: no limit). Past it, the kernel is compiled
+                        into memory with one warning naming the key and the pid of the
+                        lock's holder, e.g. a process stopped in a debugger. The context
+                        descriptor's lock_timeout_ms, when not 0, takes its place.
      DCPATTN_NO_JIT=1   a cache miss becomes DCPATTN_STATUS_NOT_COMPILED.
      DCPATTN_NO_CLUSTER_MERGE=1  split-KV partials always go through the workspace and a
                         merge kernel (by default, on sm_90 and newer, GQA plans of up to 8
@@ -123,6 +144,8 @@
 #define DCPATTN_VERSION_MINOR 1
 #define DCPATTN_VERSION_PATCH 0
 #define DCPATTN_VERSION_STRING "0.1.0"
+/* One integer that orders versions, as NCCL_VERSION_CODE: 0.1.0 is 100, 1.2.3 is 10203. */
+#define DCPATTN_VERSION_CODE (DCPATTN_VERSION_MAJOR * 10000 + DCPATTN_VERSION_MINOR * 100 + DCPATTN_VERSION_PATCH)
 
 #ifdef __cplusplus
 extern "C" {
@@ -161,7 +184,10 @@ typedef enum dcpattn_status {
 DCPATTN_API const char *dcpattn_status_string(dcpattn_status s);
 /* This thread's detail message for its last failed call ("" if none). */
 DCPATTN_API const char *dcpattn_last_error(void);
+/* The version the implementation was compiled with (a program whose files include
+   different copies of the header, or a binding, can compare it with DCPATTN_VERSION_*). */
 DCPATTN_API const char *dcpattn_version(void);
+DCPATTN_API int dcpattn_version_code(void); /* DCPATTN_VERSION_CODE */
 
 /* ---- types shared with the caller's CUDA and NCCL code, without their headers ---- */
 typedef struct CUstream_st *dcpattn_stream; /* == cudaStream_t == CUstream; 0 = legacy */
@@ -182,11 +208,21 @@ typedef void (*dcpattn_log_fn)(void *user, int level, const char *message);
 typedef struct dcpattn_context_desc {
     const char *data_dir;  /* gen/ and templates/; 0: $DCPATTN_HOME, else DCPATTN_DATA_DIR */
     const char *aot_dir;   /* read-only precompiled cache; 0: DCPATTN_AOT_DIR if defined */
-    const char *arch;      /* "sm_90a"...; 0: the current device's own arch */
+    const char *arch;      /* "sm_90a"...; 0: the current device's own arch (compile-only:
+                              sm_90a, and attention plans are refused; see num_sms) */
     int compile_only;      /* 1: no GPU needed; kernels are compiled and cached, not loaded */
     int log_level;         /* -1 or 0: from $DCPATTN_LOG_LEVEL (default silent) */
     dcpattn_log_fn log;    /* 0: stderr */
     void *log_user;
+    /* fields added later stay at the end, so code built against the layout above keeps it */
+    const char *cache_dir; /* ':'-separated cache directories as $DCPATTN_CACHE_DIR ("" =
+                              memory only); 0: $DCPATTN_CACHE_DIR, else the default */
+    int num_sms;           /* SMs attention plans are sized for (grids, split counts) when
+                              their descriptor gives none; 0: the device's. A compile-only
+                              context has no device: its plans need arch and num_sms set
+                              here (or num_sms in the attention descriptor), never a guess */
+    int lock_timeout_ms;   /* longest wait for another compile of the same kernel into the
+                              same cache; 0: $DCPATTN_LOCK_TIMEOUT_MS, else 10000; < 0: none */
 } dcpattn_context_desc;
 
 /* Binds the calling thread's current CUDA context (make one current first, e.g. with
@@ -224,12 +260,14 @@ DCPATTN_API int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name);
    + h*o_stride_h:
        M = max_n lse_n,  w_n = exp(lse_n - M) / sum_m exp(lse_m - M),
        out = sum_n w_n * o_n (fp32 accumulation),  lse_out = M + log(sum_n exp(lse_n - M)).
-   All empty: out = 0, lse_out = -inf. out may alias o[0] (same strides).
+   All empty: out = 0, lse_out = -inf. out may alias o[0] (same strides); otherwise out and
+   lse_out overlap no input and not each other, and no two of their rows or heads overlap
+   (each element is written by one thread; an overlap would be a race).
    Pointers must be 16-byte aligned and head_dim a multiple of 16 bytes / element size. */
 #define DCPATTN_MAX_MERGE_STATES 64
 typedef struct dcpattn_merge_args {
     int num_states;             /* 1 .. DCPATTN_MAX_MERGE_STATES */
-    int rows, heads, head_dim;  /* T, H, Dv */
+    int rows, heads, head_dim;  /* T >= 0 (0: nothing to do, pointers unread), H, Dv */
     dcpattn_dtype in_dtype;     /* o[] element type: bf16, fp16 or fp32 */
     dcpattn_dtype out_dtype;    /* out element type: bf16, fp16 or fp32; 0 = in_dtype */
     const void *const *o;       /* host array of num_states device pointers */
@@ -240,8 +278,8 @@ typedef struct dcpattn_merge_args {
     float *lse_out;                     /* optional */
     int64_t out_stride_t, out_stride_h; /* 0: contiguous */
     int64_t lse_out_stride_t, lse_out_stride_h;
-    int lse_base2_in;  /* input LSE are log2 */
-    int lse_base2_out; /* write log2 */
+    int lse_base2_in;  /* 1: input LSE are log2 (0 or 1) */
+    int lse_base2_out; /* 1: write log2 (0 or 1) */
 } dcpattn_merge_args;
 
 DCPATTN_API dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args);
@@ -279,19 +317,19 @@ typedef struct dcpattn_attn_desc {
     int head_dim;                /* Dqk = Dv (GQA) */
     int head_dim_v;              /* 0: head_dim */
     int page_size;               /* 1 .. 256 tokens (MLA: 16, 32, 64, 128, 192, 256) */
-    int non_causal;              /* 0: causal, bottom-right on the global sequence */
+    int non_causal;              /* 0: causal, bottom-right on the global sequence; 1: none */
     float softmax_scale;         /* 0: 1/sqrt(head_dim) */
     int dcp_world, dcp_rank;     /* W >= 1 (0 = 1), 0 <= r < W */
     int dcp_interleave;          /* I >= 1 (0 = 1) */
-    int lse_base2;               /* write log2-based LSE */
+    int lse_base2;               /* 1: write log2-based LSE (0 or 1) */
     /* upper bounds, for grid sizing and workspace; the real lengths are read on the device */
     int max_batch;               /* >= the batch of every run */
     int max_q_len;               /* >= every sequence's query length */
-    int max_total_q;             /* >= cu_seqlens_q[batch]; 0: max_batch * max_q_len */
+    int max_total_q;             /* >= cu_seqlens_q[batch] and >= max_q_len; 0: max_batch * max_q_len */
     int max_seqlen_k;            /* >= every seqused_k (local tokens) */
     int num_splits;              /* split-KV policy (see DCPATTN_SPLITS_BALANCED); 0: the
                                     balanced schedule, 1: no split */
-    int num_sms;                 /* 0: the device's */
+    int num_sms;                 /* 0: the context's (dcpattn_context_desc.num_sms, else the device's) */
 } dcpattn_attn_desc;
 
 typedef struct dcpattn_attn_args {
@@ -321,6 +359,9 @@ DCPATTN_API dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *d
 /* Checks run arguments against a descriptor; needs no GPU and no context. */
 DCPATTN_API dcpattn_status dcpattn_attn_args_validate(const dcpattn_attn_desc *desc,
                                                       const dcpattn_attn_args *args);
+/* Picks the variant for the context's arch and sizes the grid and splits for its SM count:
+   in a compile-only context both must be given (dcpattn_context_desc.arch and num_sms, or
+   dcpattn_attn_desc.num_sms), else DCPATTN_STATUS_INVALID_ARGUMENT naming them. */
 DCPATTN_API dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
                                                     dcpattn_attn_plan **out);
 DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
@@ -411,7 +452,7 @@ typedef struct dcpattn_dcp_combine_args {
     int64_t lse_out_stride_t, lse_out_stride_h;
     const int32_t *rows_limit;     /* optional device int: rows >= *rows_limit are skipped by
                                       the kernels (NCCL still moves T rows), e.g. cu_seqlens_q + B */
-    int lse_base2_in, lse_base2_out;
+    int lse_base2_in, lse_base2_out; /* 0 or 1, as in dcpattn_merge_args */
     void *workspace;               /* device, 256-byte aligned, dcpattn_dcp_combine_workspace_size */
     size_t workspace_bytes;
 } dcpattn_dcp_combine_args;
@@ -500,6 +541,7 @@ DCPATTN_KERNEL_ABI
 /* The implementation needs POSIX (dlopen, flock, pthreads, clock_gettime): include
    dcpattn.h first in the file that defines DCPATTN_IMPLEMENTATION, or build with
    _GNU_SOURCE / _POSIX_C_SOURCE >= 200809L defined. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -532,6 +574,9 @@ extern "C" {
 #define DCPATTN__TLS __thread
 #endif
 
+#ifdef DCPATTN_INSTALLED
+#include "dcpattn_config.h" /* written by make install next to this header: the two paths */
+#endif
 #ifndef DCPATTN_DATA_DIR
 #define DCPATTN_DATA_DIR ""
 #endif
@@ -557,6 +602,7 @@ const char *dcpattn_status_string(dcpattn_status s) {
 }
 const char *dcpattn_last_error(void) { return dcpattn__detail; }
 const char *dcpattn_version(void) { return DCPATTN_VERSION_STRING; }
+int dcpattn_version_code(void) { return DCPATTN_VERSION_CODE; }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
@@ -566,6 +612,13 @@ static dcpattn_status dcpattn__fail(dcpattn_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(dcpattn__detail, sizeof dcpattn__detail, fmt, ap);
     va_end(ap);
+    return s;
+}
+/* What every public call returns: a success empties the detail, so a message left by an
+   earlier failure (or by a fallback inside this call) cannot be read as this call's. */
+static dcpattn_status dcpattn__done(dcpattn_status s) {
+    if (s == DCPATTN_STATUS_SUCCESS)
+        dcpattn__detail[0] = 0;
     return s;
 }
 #define DCPATTN__TRY(expr)                          \
@@ -675,14 +728,31 @@ static dcpattn__driver_api dcpattn__cu;
 static dcpattn__nvrtc_api dcpattn__nvrtc;
 static pthread_mutex_t dcpattn__lib_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void *dcpattn__dlopen_first(const char *env, const char *const *names) {
-    const char *e = getenv(env);
+/* The library named by $env, else the first of names that opens; on failure *why names what
+   was tried and dlerror() says why (of the path in $env, or of the first name). */
+static void *dcpattn__dlopen_first(const char *env, const char *const *names, char *why, size_t n) {
+    const char *e = getenv(env), *err;
+    char first[512] = "";
     void *h;
-    if (e && *e)
-        return dlopen(e, RTLD_NOW | RTLD_LOCAL);
-    for (; *names; names++)
-        if ((h = dlopen(*names, RTLD_NOW | RTLD_LOCAL)) != NULL)
+    size_t i, k;
+    if (e && *e) {
+        if ((h = dlopen(e, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+            err = dlerror();
+            snprintf(why, n, "dlopen(%s) failed, the path in $%s: %s", e, env, err ? err : "no reason given");
+        }
+        return h;
+    }
+    for (i = 0; names[i]; i++) {
+        if ((h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) != NULL)
             return h;
+        if (i == 0 && (err = dlerror()) != NULL)
+            snprintf(first, sizeof first, "%s", err);
+    }
+    k = (size_t)snprintf(why, n, "dlopen(%s) failed: %s; also tried", names[0], first[0] ? first : "no reason given");
+    for (i = 1; names[i] && k < n; i++)
+        k += (size_t)snprintf(why + k, n - k, "%s %s", i > 1 ? "," : "", names[i]);
+    if (k < n)
+        snprintf(why + k, n - k, " ($%s gives a path)", env);
     return NULL;
 }
 
@@ -697,16 +767,14 @@ static void *dcpattn__dlopen_first(const char *env, const char *const *names) {
 
 static dcpattn_status dcpattn__load_driver(void) {
     static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-    static char why[512];
+    static char why[1024];
     const char *missing = NULL;
     void *lib;
     pthread_mutex_lock(&dcpattn__lib_lock);
     if (!dcpattn__cu.tried) {
         dcpattn__cu.tried = 1;
-        lib = dcpattn__dlopen_first("DCPATTN_CUDA_LIBRARY", names);
-        if (!lib) {
-            snprintf(why, sizeof why, "dlopen(libcuda.so.1) failed: %s", dlerror());
-        } else {
+        lib = dcpattn__dlopen_first("DCPATTN_CUDA_LIBRARY", names, why, sizeof why);
+        if (lib) {
             DCPATTN__SYM(lib, dcpattn__cu, Init, "cuInit");
             DCPATTN__SYM(lib, dcpattn__cu, CtxGetCurrent, "cuCtxGetCurrent");
             DCPATTN__SYM(lib, dcpattn__cu, CtxGetDevice, "cuCtxGetDevice");
@@ -747,16 +815,14 @@ static dcpattn_status dcpattn__load_nvrtc(void) {
                                         "/usr/local/cuda/lib64/libnvrtc.so.13",
                                         "/usr/local/cuda/lib64/libnvrtc.so.12",
                                         "/usr/local/cuda/lib64/libnvrtc.so", NULL};
-    static char why[512];
+    static char why[1024];
     const char *missing = NULL;
     void *lib;
     pthread_mutex_lock(&dcpattn__lib_lock);
     if (!dcpattn__nvrtc.tried) {
         dcpattn__nvrtc.tried = 1;
-        lib = dcpattn__dlopen_first("DCPATTN_NVRTC_LIBRARY", names);
-        if (!lib) {
-            snprintf(why, sizeof why, "dlopen(libnvrtc) failed: %s", dlerror());
-        } else {
+        lib = dcpattn__dlopen_first("DCPATTN_NVRTC_LIBRARY", names, why, sizeof why);
+        if (lib) {
             DCPATTN__SYM(lib, dcpattn__nvrtc, Version, "nvrtcVersion");
             DCPATTN__SYM(lib, dcpattn__nvrtc, CreateProgram, "nvrtcCreateProgram");
             DCPATTN__SYM(lib, dcpattn__nvrtc, CompileProgram, "nvrtcCompileProgram");
@@ -807,6 +873,8 @@ struct dcpattn_context {
     char aot_dir[1024];
     char arch[32];
     int compile_only, no_jit, log_level, num_sms, max_smem_optin;
+    int arch_given;      /* arch came from the descriptor or the device, not the compile-only default */
+    int lock_timeout_ms; /* < 0: no limit */
     dcpattn_log_fn log;
     void *log_user;
     dcpattn__CUcontext cuctx;
@@ -1130,8 +1198,10 @@ static int dcpattn__cache_write(const char *path, const uint64_t key[2], const d
         return errno ? errno : EIO;
     ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, b->data, b->size) == (ssize_t)b->size &&
          fsync(fd) == 0;
+#ifdef DCPATTN_TESTING
     if (getenv("DCPATTN_TEST_FAIL_WRITE")) /* fault injection for the disk-full test */
         ok = 0;
+#endif
     if (close(fd) != 0)
         ok = 0;
     if (!ok || rename(tmp, path) != 0) {
@@ -1160,8 +1230,9 @@ static int dcpattn__mkdirs(const char *dir) {
     return 0;
 }
 
-static void dcpattn__cache_dirs(dcpattn_context *ctx) {
-    const char *env = getenv("DCPATTN_CACHE_DIR");
+/* The cache directories: the descriptor's list, else $DCPATTN_CACHE_DIR, else the default. */
+static void dcpattn__cache_dirs(dcpattn_context *ctx, const char *list) {
+    const char *env = list ? list : getenv("DCPATTN_CACHE_DIR");
     ctx->num_cache_dirs = 0;
     if (env) {
         const char *p = env;
@@ -1310,12 +1381,105 @@ static void dcpattn__write_nvrtc_version(const char *dir, const char *version) {
     }
 }
 
+/* ---- per-key lock files <dir>/<name>.<key>.lock. The process that holds a file's flock
+   compiles that key and writes its pid into the file (for the warning of a waiter that
+   gives up); it removes the file when done, so lock files do not pile up. A waiter that
+   then gets the flock of a file no longer at its path opens the path again: only the file
+   at the path guards the key. ---- */
+static int dcpattn__same_file(int fd, const char *path) {
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* 1: the lock is held (*fd); 0: timeout_ms (< 0: no limit) passed first, *holder = the pid in
+   the file (0 if none yet); -1: the file cannot be created (errno). The caller holds
+   ctx->lock; it is released while waiting, so another process's compile does not stop the
+   context's other threads. */
+static int dcpattn__lock_acquire(dcpattn_context *ctx, const char *path, int timeout_ms, int *fd, long *holder) {
+    const double t0 = dcpattn__now();
+    long sleep_us = 500;
+    int unlocked = 0, rc = -1;
+    *holder = 0;
+    for (;;) {
+        int held = 0;
+        if ((*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            break;
+        while (!held) {
+            if (flock(*fd, LOCK_EX | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EINTR)) {
+                held = 1; /* (a file system without flock: go on unlocked, as a lock nobody can take) */
+            } else if (errno == EWOULDBLOCK) {
+                struct timespec ts;
+                if (timeout_ms >= 0 && (dcpattn__now() - t0) * 1000.0 >= (double)timeout_ms) {
+                    char buf[32];
+                    ssize_t n = pread(*fd, buf, sizeof buf - 1, 0);
+                    buf[n > 0 ? n : 0] = 0;
+                    *holder = atol(buf);
+                    close(*fd);
+                    *fd = -1;
+                    rc = 0;
+                    goto done;
+                }
+                if (!unlocked) {
+                    pthread_mutex_unlock(&ctx->lock);
+                    unlocked = 1;
+                }
+                ts.tv_sec = 0;
+                ts.tv_nsec = sleep_us * 1000;
+                nanosleep(&ts, NULL);
+                if (sleep_us < 50000)
+                    sleep_us *= 2;
+            }
+        }
+        if (dcpattn__same_file(*fd, path)) {
+            char buf[32];
+            int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+            int ok = ftruncate(*fd, 0) == 0 && pwrite(*fd, buf, (size_t)n, 0) == (ssize_t)n;
+            (void)ok; /* the pid only makes a waiter's warning clearer */
+            rc = 1;
+            break;
+        }
+        close(*fd);
+    }
+done:
+    if (unlocked)
+        pthread_mutex_lock(&ctx->lock);
+    return rc;
+}
+
+static void dcpattn__lock_release(int fd, const char *path) {
+    unlink(path);
+    close(fd);
+}
+
+/* Removes the lock files of dir that nobody holds (left by a process that died holding
+   them), except `keep`: taking a file's flock first makes that safe, as for a holder. */
+static void dcpattn__lock_sweep(const char *dir, const char *keep) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[2048];
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        int fd;
+        if (n < 6 || strcmp(e->d_name + n - 5, ".lock") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!strcmp(path, keep) || (fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && dcpattn__same_file(fd, path))
+            unlink(path);
+        close(fd);
+    }
+    closedir(d);
+}
+
 /* Finds the cubin for a rendered variant: AOT dir, cache dirs, else NVRTC (and publish). */
 static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
                                       dcpattn__blob *blob, const char **source) {
     uint64_t key[2];
-    char path[2048], lockpath[2048], nvver[32];
-    int i, rc, lockfd = -1, write_dir = -1;
+    char path[2048], lockpath[2048], nvver[32], why[4096];
+    int i, rc, lockfd = -1, write_dir = -1, timed_out = 0;
     dcpattn_status s;
     /* The key includes the NVRTC version, so it must be known even for a cache hit. On a
        machine without NVRTC (AOT only) the version the cache was built with is read from
@@ -1357,36 +1521,61 @@ static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, co
                              "variant %s is in no cache (AOT dir '%s', %d cache dirs) and JIT is disabled",
                              name, ctx->aot_dir, ctx->num_cache_dirs);
     /* Take the per-key lock in the first writable directory; another process compiling the
-       same key makes us wait, then we find its result. */
-    for (i = 0; i < ctx->num_cache_dirs && lockfd < 0; i++) {
-        if (dcpattn__mkdirs(ctx->cache_dirs[i]) != 0 || access(ctx->cache_dirs[i], W_OK) != 0)
+       same key makes us wait, then we find its result. A holder that does not finish in
+       time (stopped, hung) is not waited for: we compile into memory. */
+    why[0] = 0;
+    for (i = 0; i < ctx->num_cache_dirs && write_dir < 0 && !timed_out; i++) {
+        size_t k = strlen(why);
+        long holder;
+        if (dcpattn__mkdirs(ctx->cache_dirs[i]) != 0 || access(ctx->cache_dirs[i], W_OK) != 0) {
+            snprintf(why + k, sizeof why - k, "%s%s: %s", k ? "; " : "", ctx->cache_dirs[i], strerror(errno));
             continue;
+        }
         dcpattn__entry_path(lockpath, sizeof lockpath, ctx->cache_dirs[i], name, key, ".lock");
-        lockfd = open(lockpath, O_RDWR | O_CREAT, 0644);
-        if (lockfd >= 0) {
+        rc = dcpattn__lock_acquire(ctx, lockpath, ctx->lock_timeout_ms, &lockfd, &holder);
+        if (rc > 0) {
             write_dir = i;
-            while (flock(lockfd, LOCK_EX) != 0 && errno == EINTR) {
-            }
+        } else if (rc == 0) {
+            timed_out = 1;
+            if (holder > 0)
+                snprintf(why, sizeof why, "pid %ld", holder);
+            else
+                snprintf(why, sizeof why, "a process that wrote no pid yet");
+            dcpattn__log(ctx, DCPATTN_LOG_WARN,
+                         "%s (key %016llx%016llx): the cache lock %s is still held by %s after %d ms (a stopped "
+                         "or hung compile?): compiling into memory",
+                         name, (unsigned long long)key[0], (unsigned long long)key[1], lockpath, why,
+                         ctx->lock_timeout_ms);
+        } else {
+            snprintf(why + k, sizeof why - k, "%s%s: %s", k ? "; " : "", lockpath, strerror(errno));
         }
     }
     if (write_dir >= 0) {
         dcpattn__entry_path(path, sizeof path, ctx->cache_dirs[write_dir], name, key, ".cubin");
         if (dcpattn__cache_read(path, key, blob) > 0) {
-            close(lockfd);
+            dcpattn__lock_release(lockfd, lockpath);
             *source = "cache";
             return DCPATTN_STATUS_SUCCESS;
         }
-    } else if (!ctx->memory_only_warned) {
+    } else if (!timed_out && !ctx->memory_only_warned) {
         ctx->memory_only_warned = 1;
-        dcpattn__log(ctx, DCPATTN_LOG_WARN, "no writable cache directory: compiled kernels stay in memory");
+        if (ctx->num_cache_dirs)
+            dcpattn__log(ctx, DCPATTN_LOG_WARN, "no writable cache directory (%s): compiled kernels stay in memory",
+                         why);
+        else
+            dcpattn__log(ctx, DCPATTN_LOG_WARN,
+                         "no cache directory (DCPATTN_CACHE_DIR or the context's cache_dir is empty, or neither "
+                         "XDG_CACHE_HOME nor HOME is set): compiled kernels stay in memory");
     }
     s = dcpattn__nvrtc_compile(ctx, name, r, blob);
     if (s == DCPATTN_STATUS_SUCCESS) {
         *source = "nvrtc";
         if (write_dir >= 0) {
             int e = dcpattn__cache_write(path, key, blob);
-            if (!e)
+            if (!e) {
                 dcpattn__write_nvrtc_version(ctx->cache_dirs[write_dir], nvver);
+                dcpattn__lock_sweep(ctx->cache_dirs[write_dir], lockpath);
+            }
             if (e && !ctx->memory_only_warned) {
                 ctx->memory_only_warned = 1;
                 dcpattn__log(ctx, DCPATTN_LOG_WARN, "cannot publish %s (%s): kernel kept in memory", path,
@@ -1394,8 +1583,8 @@ static dcpattn_status dcpattn__obtain(dcpattn_context *ctx, const char *name, co
             }
         }
     }
-    if (lockfd >= 0)
-        close(lockfd);
+    if (write_dir >= 0)
+        dcpattn__lock_release(lockfd, lockpath);
     return s;
 }
 
@@ -1432,6 +1621,17 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
     if (s) {
         free(r.source);
         return s;
+    }
+    /* obtain lets go of ctx->lock while it waits for another compile: another thread of this
+       context may have loaded the variant meanwhile */
+    if ((found = dcpattn__find(ctx, name)) != NULL) {
+        free(blob.data);
+        free(r.source);
+        if (out)
+            *out = found;
+        if (info)
+            dcpattn__compile_info(info, found, "memory", dcpattn__now() - t0);
+        return DCPATTN_STATUS_SUCCESS;
     }
     v = r.meta;
     v.registers = blob.registers;
@@ -1528,6 +1728,8 @@ dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_
     memset(&d, 0, sizeof d);
     if (desc)
         d = *desc;
+    if (d.num_sms < 0)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "context_create: num_sms = %d (must be >= 0)", d.num_sms);
     ctx = (dcpattn_context *)calloc(1, sizeof *ctx);
     if (!ctx)
         return dcpattn__fail(DCPATTN_STATUS_OUT_OF_MEMORY, "context_create");
@@ -1587,20 +1789,22 @@ dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_
             return s;
         }
     }
+    ctx->arch_given = ctx->arch[0] || (d.arch && *d.arch);
     if (d.arch && *d.arch)
         snprintf(ctx->arch, sizeof ctx->arch, "%s", d.arch);
     else if (!ctx->arch[0])
         snprintf(ctx->arch, sizeof ctx->arch, "sm_90a");
-    if (!ctx->num_sms)
-        ctx->num_sms = 132;
-    dcpattn__cache_dirs(ctx);
+    if (d.num_sms)
+        ctx->num_sms = d.num_sms;
+    ctx->lock_timeout_ms = d.lock_timeout_ms ? d.lock_timeout_ms : dcpattn__env_int("DCPATTN_LOCK_TIMEOUT_MS", 10000);
+    dcpattn__cache_dirs(ctx, d.cache_dir);
     s = dcpattn__lua_open(ctx);
     if (s) {
         dcpattn__context_free(ctx);
         return s;
     }
     *out = ctx;
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__done(DCPATTN_STATUS_SUCCESS);
 }
 
 void dcpattn_context_destroy(dcpattn_context *ctx) {
@@ -1638,7 +1842,7 @@ dcpattn_status dcpattn_default_variants(dcpattn_context *ctx, const char *const 
     pthread_mutex_unlock(&ctx->lock);
     *names = (const char *const *)ctx->defaults;
     *count = ctx->num_defaults;
-    return s;
+    return dcpattn__done(s);
 }
 
 dcpattn_status dcpattn_precompile(dcpattn_context *ctx, const char *const *names, int n,
@@ -1659,7 +1863,7 @@ dcpattn_status dcpattn_precompile(dcpattn_context *ctx, const char *const *names
         if (progress)
             progress(user, &info);
     }
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__done(DCPATTN_STATUS_SUCCESS);
 }
 
 dcpattn_status dcpattn_variant_source(dcpattn_context *ctx, const char *name, char **source) {
@@ -1673,7 +1877,7 @@ dcpattn_status dcpattn_variant_source(dcpattn_context *ctx, const char *name, ch
     pthread_mutex_unlock(&ctx->lock);
     if (!s)
         *source = r.source;
-    return s;
+    return dcpattn__done(s);
 }
 
 int dcpattn_variant_loaded(dcpattn_context *ctx, const char *name) {
@@ -1736,6 +1940,34 @@ static int dcpattn__overlap(const void *a, int64_t abytes, const void *b, int64_
     return a0 < b0 + (uintptr_t)bbytes && b0 < a0 + (uintptr_t)abytes;
 }
 
+/* A stride left 0 filled in (n * inner), or an overflow status naming the field. */
+static dcpattn_status dcpattn__fill_stride(const char *who, const char *field, int64_t *stride, int64_t n,
+                                           int64_t inner) {
+    if (dcpattn__default_stride(stride, n, inner))
+        return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "%s: %s = 0 (contiguous) is %lld * %lld elements, which overflows",
+                         who, field, (long long)n, (long long)inner);
+}
+
+/* 1 if two elements of the [n0, n1, inner] box with strides (s0, s1, 1) may share an address:
+   taken by stride, each dimension must step over all that the smaller ones span. Written by
+   a kernel, such a box is a race: two threads store to one element. Spans must not
+   overflow (dcpattn__span succeeded). */
+static int dcpattn__self_overlap(int64_t n0, int64_t s0, int64_t n1, int64_t s1, int64_t inner) {
+    int64_t n[2], st[2], span = inner;
+    int i, small = s1 < s0;
+    n[0] = small ? n1 : n0, st[0] = small ? s1 : s0;
+    n[1] = small ? n0 : n1, st[1] = small ? s0 : s1;
+    for (i = 0; i < 2; i++) {
+        if (n[i] <= 1)
+            continue;
+        if (st[i] < span)
+            return 1;
+        span += (n[i] - 1) * st[i];
+    }
+    return 0;
+}
+
 /* Checks merge arguments and fills the default strides into *a. */
 static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn_merge_args *a) {
     int i, insz, outsz;
@@ -1746,9 +1978,10 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     if (a->num_states < 1 || a->num_states > DCPATTN_MAX_MERGE_STATES)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: num_states = %d (must be 1..%d)",
                              a->num_states, DCPATTN_MAX_MERGE_STATES);
-    if (a->rows < 1 || a->heads < 1 || a->head_dim < 1)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: rows = %d, heads = %d, head_dim = %d (must be >= 1)",
-                             a->rows, a->heads, a->head_dim);
+    if (a->rows < 0 || a->heads < 1 || a->head_dim < 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "merge: rows = %d (must be >= 0), heads = %d, head_dim = %d (must be >= 1)", a->rows,
+                             a->heads, a->head_dim);
     if (a->in_dtype == DCPATTN_DTYPE_DEFAULT)
         a->in_dtype = DCPATTN_BF16;
     if (a->out_dtype == DCPATTN_DTYPE_DEFAULT)
@@ -1757,6 +1990,11 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         a->out_dtype > DCPATTN_FP32)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: in_dtype = %d, out_dtype = %d (bf16, fp16, fp32)",
                              (int)a->in_dtype, (int)a->out_dtype);
+    if (a->lse_base2_in != 0 && a->lse_base2_in != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: lse_base2_in = %d (must be 0 or 1)", a->lse_base2_in);
+    if (a->lse_base2_out != 0 && a->lse_base2_out != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: lse_base2_out = %d (must be 0 or 1)",
+                             a->lse_base2_out);
     insz = dcpattn__dtype_size(a->in_dtype);
     outsz = dcpattn__dtype_size(a->out_dtype);
     if (a->head_dim % (16 / insz) || a->head_dim % (16 / outsz))
@@ -1766,35 +2004,39 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     if (!dcpattn__mul(a->rows, a->heads, &tmp) || tmp > INT32_MAX || !dcpattn__mul(tmp, a->head_dim, &tmp))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: rows*heads*head_dim = %d*%d*%d overflows", a->rows,
                              a->heads, a->head_dim);
-    if (a->o_stride_t < 0 || a->o_stride_h < 0 || a->out_stride_t < 0 || a->out_stride_h < 0 ||
-        a->lse_stride_t < 0 || a->lse_stride_h < 0 || a->lse_out_stride_t < 0 || a->lse_out_stride_h < 0)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
-                             "merge: negative stride (o_stride_t = %lld, o_stride_h = %lld, lse_stride_t = %lld, "
-                             "lse_stride_h = %lld, out_stride_t = %lld, out_stride_h = %lld, lse_out_stride_t = %lld, "
-                             "lse_out_stride_h = %lld)",
-                             (long long)a->o_stride_t, (long long)a->o_stride_h, (long long)a->lse_stride_t,
-                             (long long)a->lse_stride_h, (long long)a->out_stride_t, (long long)a->out_stride_h,
-                             (long long)a->lse_out_stride_t, (long long)a->lse_out_stride_h);
-    if (!dcpattn__default_stride(&a->o_stride_h, 1, a->head_dim) ||
-        !dcpattn__default_stride(&a->o_stride_t, a->heads, a->o_stride_h) ||
-        !dcpattn__default_stride(&a->lse_stride_h, 1, 1) ||
-        !dcpattn__default_stride(&a->lse_stride_t, a->heads, a->lse_stride_h) ||
-        !dcpattn__default_stride(&a->out_stride_h, 1, a->head_dim) ||
-        !dcpattn__default_stride(&a->out_stride_t, a->heads, a->out_stride_h) ||
-        !dcpattn__default_stride(&a->lse_out_stride_h, 1, 1) ||
-        !dcpattn__default_stride(&a->lse_out_stride_t, a->heads, a->lse_out_stride_h))
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: a default stride (heads = %d times a head stride) overflows",
-                             a->heads);
+    {
+        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
+                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
+        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
+                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
+        for (i = 0; i < 8; i++)
+            if (st[i] < 0)
+                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s = %lld (must be >= 0; 0: contiguous)",
+                                     nm[i], (long long)st[i]);
+    }
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_stride_h", &a->lse_stride_h, 1, 1));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_stride_t", &a->lse_stride_t, a->heads, a->lse_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "out_stride_h", &a->out_stride_h, 1, a->head_dim));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "out_stride_t", &a->out_stride_t, a->heads, a->out_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_out_stride_h", &a->lse_out_stride_h, 1, 1));
+    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_out_stride_t", &a->lse_out_stride_t, a->heads, a->lse_out_stride_h));
     if (a->o_stride_t % (16 / insz) || a->o_stride_h % (16 / insz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o strides (%lld, %lld) are not multiples of 16 bytes",
-                             (long long)a->o_stride_t, (long long)a->o_stride_h);
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                             "merge: o_stride_t = %lld, o_stride_h = %lld (must be multiples of 16 bytes of %s)",
+                             (long long)a->o_stride_t, (long long)a->o_stride_h, dcpattn__dtype_name(a->in_dtype));
     if (a->out_stride_t % (16 / outsz) || a->out_stride_h % (16 / outsz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out strides (%lld, %lld) are not multiples of 16 bytes",
-                             (long long)a->out_stride_t, (long long)a->out_stride_h);
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                             "merge: out_stride_t = %lld, out_stride_h = %lld (must be multiples of 16 bytes of %s)",
+                             (long long)a->out_stride_t, (long long)a->out_stride_h, dcpattn__dtype_name(a->out_dtype));
+    if (a->rows == 0) /* nothing to do: the pointers are never read */
+        return DCPATTN_STATUS_SUCCESS;
     if (!a->o || !a->lse)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s array is NULL", !a->o ? "o" : "lse");
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s = NULL (a host array of num_states pointers)",
+                             !a->o ? "o" : "lse");
     if (!a->out)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: out is NULL");
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: out = NULL");
     if (!dcpattn__aligned(a->out, 16))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out = %p is not 16-byte aligned", a->out);
     if (a->lse_out && !dcpattn__aligned(a->lse_out, 4))
@@ -1806,33 +2048,58 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         span_o > INT64_MAX / 8 || span_out > INT64_MAX / 8 || span_lse > INT64_MAX / 8 || span_lse_out > INT64_MAX / 8)
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
                              "merge: tensor extent overflows (rows = %d, o_stride_t = %lld, out_stride_t = %lld, "
-                             "lse_stride_t = %lld)", a->rows, (long long)a->o_stride_t, (long long)a->out_stride_t,
-                             (long long)a->lse_stride_t);
+                             "lse_stride_t = %lld, lse_out_stride_t = %lld)",
+                             a->rows, (long long)a->o_stride_t, (long long)a->out_stride_t, (long long)a->lse_stride_t,
+                             (long long)a->lse_out_stride_t);
+    if (dcpattn__self_overlap(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                             "merge: out rows or heads overlap one another (out_stride_t = %lld, out_stride_h = %lld, "
+                             "heads = %d, head_dim = %d)",
+                             (long long)a->out_stride_t, (long long)a->out_stride_h, a->heads, a->head_dim);
+    if (a->lse_out && dcpattn__self_overlap(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                             "merge: lse_out elements overlap one another (lse_out_stride_t = %lld, lse_out_stride_h = "
+                             "%lld, heads = %d)",
+                             (long long)a->lse_out_stride_t, (long long)a->lse_out_stride_h, a->heads);
+    if (a->lse_out && dcpattn__overlap(a->lse_out, span_lse_out * 4, a->out, span_out * outsz))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: lse_out = %p overlaps out = %p", (void *)a->lse_out,
+                             a->out);
     for (i = 0; i < a->num_states; i++) {
         if (!a->o[i] || !a->lse[i])
-            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s[%d] is NULL", !a->o[i] ? "o" : "lse", i);
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s[%d] = NULL", !a->o[i] ? "o" : "lse", i);
         if (!dcpattn__aligned(a->o[i], 16))
             return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: o[%d] = %p is not 16-byte aligned", i, a->o[i]);
         if (!dcpattn__aligned(a->lse[i], 4))
             return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: lse[%d] = %p is not 4-byte aligned", i,
                                  (const void *)a->lse[i]);
         if (a->lse_out && dcpattn__overlap(a->lse_out, span_lse_out * 4, a->lse[i], span_lse * 4))
-            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: lse_out overlaps lse[%d]", i);
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: lse_out = %p overlaps lse[%d] = %p",
+                                 (void *)a->lse_out, i, (const void *)a->lse[i]);
+        if (a->lse_out && dcpattn__overlap(a->lse_out, span_lse_out * 4, a->o[i], span_o * insz))
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: lse_out = %p overlaps o[%d] = %p",
+                                 (void *)a->lse_out, i, a->o[i]);
+        if (dcpattn__overlap(a->out, span_out * outsz, a->lse[i], span_lse * 4))
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: out = %p overlaps lse[%d] = %p", a->out, i,
+                                 (const void *)a->lse[i]);
         if (i == 0 && a->out == a->o[0]) {
             if (insz != outsz || a->out_stride_t != a->o_stride_t || a->out_stride_h != a->o_stride_h)
                 return dcpattn__fail(DCPATTN_STATUS_ALIASING,
-                                     "merge: out aliases o[0] with a different dtype size or strides");
+                                     "merge: out = o[0] = %p in place, but out_dtype = %s, out_stride_t = %lld, "
+                                     "out_stride_h = %lld differ from in_dtype = %s, o_stride_t = %lld, o_stride_h = %lld",
+                                     a->out, dcpattn__dtype_name(a->out_dtype), (long long)a->out_stride_t,
+                                     (long long)a->out_stride_h, dcpattn__dtype_name(a->in_dtype),
+                                     (long long)a->o_stride_t, (long long)a->o_stride_h);
             continue;
         }
         if (dcpattn__overlap(a->out, span_out * outsz, a->o[i], span_o * insz))
-            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: out overlaps o[%d]", i);
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "merge: out = %p overlaps o[%d] = %p", a->out, i, a->o[i]);
     }
     return DCPATTN_STATUS_SUCCESS;
 }
 
 dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
     dcpattn_merge_args a;
-    return dcpattn__merge_normalize(args, &a);
+    return dcpattn__done(dcpattn__merge_normalize(args, &a));
 }
 
 /* One launch of kernel fn of variant v (v->fn, or an other entry point of its module, with
@@ -1971,8 +2238,10 @@ dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *arg
     DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
     if (ctx->compile_only)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
+    if (n.rows == 0)
+        return dcpattn__done(DCPATTN_STATUS_SUCCESS);
     DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__MERGE, n.in_dtype, n.out_dtype, stream, &v));
-    return dcpattn__merge_launch(v, &n, NULL, stream);
+    return dcpattn__done(dcpattn__merge_launch(v, &n, NULL, stream));
 }
 
 /* =============================== attention =============================== */
@@ -2068,6 +2337,10 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
             return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_batch*max_q_len = %d*%d overflows", d->max_batch,
                                  d->max_q_len);
         d->max_total_q = (int)t;
+    } else if (d->max_total_q < d->max_q_len) {
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: max_total_q = %d < max_q_len = %d (one sequence alone may have max_q_len rows)",
+                             d->max_total_q, d->max_q_len);
     }
     if (!dcpattn__mul(d->max_total_q, d->num_q_heads, &t) || t > INT32_MAX ||
         !dcpattn__mul(t, d->head_dim_v, &t) || !dcpattn__mul(t, 4 * 64, &t))
@@ -2088,15 +2361,16 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
                              d->num_splits, DCPATTN_MAX_MERGE_STATES);
     if (d->num_sms < 0)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_sms = %d", d->num_sms);
-    if (d->lse_base2 < 0 || d->non_causal < 0)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_base2 = %d, non_causal = %d", d->lse_base2,
-                             d->non_causal);
+    if (d->lse_base2 != 0 && d->lse_base2 != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_base2 = %d (must be 0 or 1)", d->lse_base2);
+    if (d->non_causal != 0 && d->non_causal != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: non_causal = %d (must be 0 or 1)", d->non_causal);
     return DCPATTN_STATUS_SUCCESS;
 }
 
 dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *desc) {
     dcpattn_attn_desc d;
-    return dcpattn__attn_normalize(desc, &d);
+    return dcpattn__done(dcpattn__attn_normalize(desc, &d));
 }
 
 /* Checks run arguments against a normalized descriptor and fills default strides. */
@@ -2123,16 +2397,18 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                 return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: %s = %lld (must be >= 0)", nm[i],
                                      (long long)st[i]);
     }
-    if (!dcpattn__default_stride(&a->q_stride_h, 1, dqk) || !dcpattn__default_stride(&a->q_stride_t, hq, a->q_stride_h) ||
-        !dcpattn__default_stride(&a->k_stride_h, 1, dqk) || !dcpattn__default_stride(&a->k_stride_t, hkv, a->k_stride_h) ||
-        !dcpattn__default_stride(&a->k_stride_page, d->page_size, a->k_stride_t) ||
-        !dcpattn__default_stride(&a->v_stride_h, 1, dv) || !dcpattn__default_stride(&a->v_stride_t, hkv, a->v_stride_h) ||
-        !dcpattn__default_stride(&a->v_stride_page, d->page_size, a->v_stride_t) ||
-        !dcpattn__default_stride(&a->out_stride_h, 1, dv) ||
-        !dcpattn__default_stride(&a->out_stride_t, hq, a->out_stride_h) ||
-        !dcpattn__default_stride(&a->lse_stride_h, 1, 1) ||
-        !dcpattn__default_stride(&a->lse_stride_t, hq, a->lse_stride_h))
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: a default stride overflows (a head or token stride is too large)");
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "q_stride_h", &a->q_stride_h, 1, dqk));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "q_stride_t", &a->q_stride_t, hq, a->q_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_h", &a->k_stride_h, 1, dqk));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_t", &a->k_stride_t, hkv, a->k_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_page", &a->k_stride_page, d->page_size, a->k_stride_t));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_h", &a->v_stride_h, 1, dv));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_t", &a->v_stride_t, hkv, a->v_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_page", &a->v_stride_page, d->page_size, a->v_stride_t));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "out_stride_h", &a->out_stride_h, 1, dv));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "out_stride_t", &a->out_stride_t, hq, a->out_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "lse_stride_h", &a->lse_stride_h, 1, 1));
+    DCPATTN__TRY(dcpattn__fill_stride("attn", "lse_stride_t", &a->lse_stride_t, hq, a->lse_stride_h));
     if (dcpattn__is_mla(d) && !in->v_stride_h && !in->v_stride_t && !in->v_stride_page) {
         a->v_stride_h = a->k_stride_h; /* MLA: V is the K row's first 512 channels */
         a->v_stride_t = a->k_stride_t;
@@ -2156,7 +2432,11 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     if (dcpattn__is_mla(d) && (a->v_cache != a->k_cache || a->v_stride_page != a->k_stride_page ||
                                a->v_stride_t != a->k_stride_t || a->v_stride_h != a->k_stride_h))
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                             "attn: MLA reads V from the K rows: v_cache must equal k_cache, with the same strides");
+                             "attn: MLA reads V from the K rows: v_cache = %p must equal k_cache = %p, with the same "
+                             "strides (v_stride_page, v_stride_t, v_stride_h = %lld, %lld, %lld; k: %lld, %lld, %lld)",
+                             a->v_cache, a->k_cache, (long long)a->v_stride_page, (long long)a->v_stride_t,
+                             (long long)a->v_stride_h, (long long)a->k_stride_page, (long long)a->k_stride_t,
+                             (long long)a->k_stride_h);
     if (d->dcp_world > 1 && !a->seqused_k_global)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: seqused_k_global is NULL with dcp_world = %d",
                              d->dcp_world);
@@ -2213,7 +2493,11 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
        compared by their first token row; the cache by the extent num_pages gives. */
     if (!dcpattn__span(1, 0, hq, a->q_stride_h, dqk, &span_q) || !dcpattn__span(1, 0, hq, a->out_stride_h, dv, &span_out) ||
         !dcpattn__span(1, 0, hq, a->lse_stride_h, 1, &span_lse))
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: a head stride overflows");
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                             "attn: a token row overflows (num_q_heads = %lld, q_stride_h = %lld, out_stride_h = %lld, "
+                             "lse_stride_h = %lld)",
+                             (long long)hq, (long long)a->q_stride_h, (long long)a->out_stride_h,
+                             (long long)a->lse_stride_h);
     if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps q = %p", a->out, a->q);
     if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
@@ -2232,7 +2516,7 @@ dcpattn_status dcpattn_attn_args_validate(const dcpattn_attn_desc *desc, const d
     dcpattn_attn_desc d;
     dcpattn_attn_args a;
     DCPATTN__TRY(dcpattn__attn_normalize(desc, &d));
-    return dcpattn__attn_args_normalize(&d, args, &a);
+    return dcpattn__done(dcpattn__attn_args_normalize(&d, args, &a));
 }
 
 static void dcpattn__setint(lua_State *L, const char *k, lua_Integer v) {
@@ -2417,6 +2701,14 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     }
     p->ctx = ctx;
     s = dcpattn__attn_normalize(desc, &p->d);
+    num_sms = p->d.num_sms ? p->d.num_sms : ctx->num_sms;
+    /* A compile-only context has no device to size the plan for: an arch and SM count taken
+       for granted would give a plan (variant, splits, clusters) the real device may not want. */
+    if (!s && (!num_sms || !ctx->arch_given))
+        s = dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                          "attn_plan_create: the context is compile-only (no device) and its arch is %s and num_sms = %d: "
+                          "set dcpattn_context_desc.arch and num_sms (or dcpattn_attn_desc.num_sms) for the target GPU",
+                          ctx->arch_given ? ctx->arch : "not given", num_sms);
     if (s) {
         free(p);
         return s;
@@ -2426,7 +2718,6 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     if (!s)
         s = dcpattn__ensure(ctx, p->variant, &p->attn, NULL);
     if (!s) {
-        num_sms = p->d.num_sms ? p->d.num_sms : ctx->num_sms;
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
         p->workers = dcpattn__balance_workers(&p->d, num_sms, p->row_tiles, p->attn);
@@ -2456,7 +2747,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         return s;
     }
     *out = p;
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__done(DCPATTN_STATUS_SUCCESS);
 }
 
 void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan) { free(plan); }
@@ -2501,8 +2792,8 @@ static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpatt
                              "attn: MLA cuTensorMapEncodeTiled");
 }
 
-dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args, void *workspace,
-                                size_t workspace_bytes, dcpattn_stream stream) {
+static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args, void *workspace,
+                                        size_t workspace_bytes, dcpattn_stream stream) {
     const dcpattn_attn_desc *d;
     dcpattn_attn_args a;
     dcpattn_attn_kparams kp;
@@ -2587,6 +2878,11 @@ dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_att
     return DCPATTN_STATUS_SUCCESS;
 }
 
+dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args, void *workspace,
+                                size_t workspace_bytes, dcpattn_stream stream) {
+    return dcpattn__done(dcpattn__attn_run(plan, args, workspace, workspace_bytes, stream));
+}
+
 /* ============================ DCP combine (NCCL) ============================ */
 /* NCCL without its headers: the values below are nccl.h's (2.28; stable since 2.10). */
 enum {
@@ -2623,23 +2919,20 @@ static dcpattn__nccl_api dcpattn__nccl;
 /* The communicator belongs to the NCCL the process already has: prefer the loaded copy
    (RTLD_NOLOAD, then the global namespace of a statically linked NCCL), load one only if
    there is none. */
-static void *dcpattn__nccl_open(void) {
+static void *dcpattn__nccl_open(char *why, size_t why_size) {
     static const char *const names[] = {"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib/libnccl.so.2",
                                         "/usr/local/cuda/lib64/libnccl.so.2", NULL};
     const char *e = getenv("DCPATTN_NCCL_LIBRARY");
     const char *const *n;
     void *h;
-    if (e && *e)
-        return dlopen(e, RTLD_NOW | RTLD_LOCAL);
-    for (n = names; *n; n++)
-        if ((h = dlopen(*n, RTLD_NOW | RTLD_NOLOAD)) != NULL)
-            return h;
-    if (dlsym(RTLD_DEFAULT, "ncclCommGetAsyncError"))
-        return RTLD_DEFAULT;
-    for (n = names; *n; n++)
-        if ((h = dlopen(*n, RTLD_NOW | RTLD_LOCAL)) != NULL)
-            return h;
-    return NULL;
+    if (!e || !*e) {
+        for (n = names; *n; n++)
+            if ((h = dlopen(*n, RTLD_NOW | RTLD_NOLOAD)) != NULL)
+                return h;
+        if (dlsym(RTLD_DEFAULT, "ncclCommGetAsyncError"))
+            return RTLD_DEFAULT;
+    }
+    return dcpattn__dlopen_first("DCPATTN_NCCL_LIBRARY", names, why, why_size);
 }
 #endif
 
@@ -2647,16 +2940,14 @@ static dcpattn_status dcpattn__load_nccl(void) {
 #ifdef DCPATTN_NO_NCCL
     return dcpattn__fail(DCPATTN_STATUS_NO_NCCL, "NCCL: this build has DCPATTN_NO_NCCL");
 #else
-    static char why[512];
+    static char why[1024];
     const char *missing = NULL;
     void *lib;
     pthread_mutex_lock(&dcpattn__lib_lock);
     if (!dcpattn__nccl.tried) {
         dcpattn__nccl.tried = 1;
-        lib = dcpattn__nccl_open();
-        if (!lib) {
-            snprintf(why, sizeof why, "dlopen(libnccl.so.2) failed: %s", dlerror());
-        } else {
+        lib = dcpattn__nccl_open(why, sizeof why);
+        if (lib) {
             void *p;
             DCPATTN__SYM(lib, dcpattn__nccl, GetVersion, "ncclGetVersion");
             DCPATTN__SYM(lib, dcpattn__nccl, GetErrorString, "ncclGetErrorString");
@@ -2799,11 +3090,17 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
                              "dcp_combine: in_dtype = %d, out_dtype = %d, comm_dtype = %d (bf16, fp16, fp32)",
                              (int)a->in_dtype, (int)a->out_dtype, (int)a->comm_dtype);
+    if (a->lse_base2_in != 0 && a->lse_base2_in != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: lse_base2_in = %d (must be 0 or 1)",
+                             a->lse_base2_in);
+    if (a->lse_base2_out != 0 && a->lse_base2_out != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: lse_base2_out = %d (must be 0 or 1)",
+                             a->lse_base2_out);
     p->hw = a->heads / a->world;
     p->isz = dcpattn__dtype_size(a->in_dtype);
     p->csz = dcpattn__dtype_size(a->comm_dtype);
     p->osz = dcpattn__dtype_size(a->out_dtype);
-    if ((a->head_dim * p->isz) % 16 || (a->head_dim * p->csz) % 16 || (a->head_dim * p->osz) % 16)
+    if (a->head_dim % (16 / p->isz) || a->head_dim % (16 / p->csz) || a->head_dim % (16 / p->osz))
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "dcp_combine: head_dim = %d is not a multiple of 16 bytes for %s in / %s comm / %s out",
                              a->head_dim, dcpattn__dtype_name(a->in_dtype), dcpattn__dtype_name(a->comm_dtype),
@@ -2814,31 +3111,43 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         !dcpattn__mul(thd, 4 * (int64_t)a->world, &total))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "dcp_combine: world*rows*heads*head_dim = %d*%d*%d*%d overflows",
                              a->world, a->rows, a->heads, a->head_dim);
-    if (!a->o_stride_h) a->o_stride_h = a->head_dim;
-    if (!a->o_stride_t) a->o_stride_t = (int64_t)a->heads * a->o_stride_h;
-    if (!a->lse_stride_h) a->lse_stride_h = 1;
-    if (!a->lse_stride_t) a->lse_stride_t = (int64_t)a->heads * a->lse_stride_h;
-    if (!a->out_stride_h) a->out_stride_h = a->head_dim;
-    if (!a->out_stride_t) a->out_stride_t = (int64_t)out_heads * a->out_stride_h;
-    if (!a->lse_out_stride_h) a->lse_out_stride_h = 1;
-    if (!a->lse_out_stride_t) a->lse_out_stride_t = (int64_t)out_heads * a->lse_out_stride_h;
-    if (a->o_stride_t < 0 || a->o_stride_h < 0 || a->lse_stride_t < 0 || a->lse_stride_h < 0 || a->out_stride_t < 0 ||
-        a->out_stride_h < 0 || a->lse_out_stride_t < 0 || a->lse_out_stride_h < 0)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: negative stride");
-    if ((a->o_stride_t * p->isz) % 16 || (a->o_stride_h * p->isz) % 16)
+    {
+        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
+                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
+        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
+                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
+        for (i = 0; i < 8; i++)
+            if (st[i] < 0)
+                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                                     "dcp_combine: %s = %lld (must be >= 0; 0: contiguous)", nm[i], (long long)st[i]);
+    }
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_stride_h", &a->lse_stride_h, 1, 1));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_stride_t", &a->lse_stride_t, a->heads, a->lse_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "out_stride_h", &a->out_stride_h, 1, a->head_dim));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "out_stride_t", &a->out_stride_t, out_heads, a->out_stride_h));
+    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_out_stride_h", &a->lse_out_stride_h, 1, 1));
+    DCPATTN__TRY(
+        dcpattn__fill_stride("dcp_combine", "lse_out_stride_t", &a->lse_out_stride_t, out_heads, a->lse_out_stride_h));
+    if (a->o_stride_t % (16 / p->isz) || a->o_stride_h % (16 / p->isz))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "dcp_combine: o strides (%lld, %lld) are not multiples of 16 bytes",
-                             (long long)a->o_stride_t, (long long)a->o_stride_h);
-    if ((a->out_stride_t * p->osz) % 16 || (a->out_stride_h * p->osz) % 16)
+                             "dcp_combine: o_stride_t = %lld, o_stride_h = %lld (must be multiples of 16 bytes of %s)",
+                             (long long)a->o_stride_t, (long long)a->o_stride_h, dcpattn__dtype_name(a->in_dtype));
+    if (a->out_stride_t % (16 / p->osz) || a->out_stride_h % (16 / p->osz))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "dcp_combine: out strides (%lld, %lld) are not multiples of 16 bytes",
-                             (long long)a->out_stride_t, (long long)a->out_stride_h);
+                             "dcp_combine: out_stride_t = %lld, out_stride_h = %lld (must be multiples of 16 bytes of %s)",
+                             (long long)a->out_stride_t, (long long)a->out_stride_h, dcpattn__dtype_name(a->out_dtype));
     if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
         !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
         !dcpattn__span(a->rows, a->out_stride_t, out_heads, a->out_stride_h, a->head_dim, &span_out) ||
         !dcpattn__span(a->rows, a->lse_out_stride_t, out_heads, a->lse_out_stride_h, 1, &span_lse_out) ||
         span_o > INT64_MAX / 4 || span_out > INT64_MAX / 4 || span_lse > INT64_MAX / 4 || span_lse_out > INT64_MAX / 4)
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "dcp_combine: tensor extents overflow 64 bits");
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                             "dcp_combine: tensor extents overflow 64 bits (rows = %d, o_stride_t = %lld, lse_stride_t = "
+                             "%lld, out_stride_t = %lld, lse_out_stride_t = %lld)",
+                             a->rows, (long long)a->o_stride_t, (long long)a->lse_stride_t, (long long)a->out_stride_t,
+                             (long long)a->lse_out_stride_t);
 
     /* what travels, and whether the inputs must be packed first */
     memset(sz, 0, sizeof sz);
@@ -2877,24 +3186,39 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         return DCPATTN_STATUS_SUCCESS;
 
     if (!a->o || !a->lse || !a->out)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: %s is NULL",
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: %s = NULL",
                              !a->o ? "o" : !a->lse ? "lse" : "out");
     if (!dcpattn__aligned(a->o, 16) || !dcpattn__aligned(a->out, 16))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "dcp_combine: %s = %p is not 16-byte aligned",
                              !dcpattn__aligned(a->o, 16) ? "o" : "out",
                              !dcpattn__aligned(a->o, 16) ? a->o : (const void *)a->out);
     if (!dcpattn__aligned(a->lse, 4) || (a->lse_out && !dcpattn__aligned(a->lse_out, 4)))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "dcp_combine: lse or lse_out is not 4-byte aligned");
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "dcp_combine: %s = %p is not 4-byte aligned",
+                             !dcpattn__aligned(a->lse, 4) ? "lse" : "lse_out",
+                             !dcpattn__aligned(a->lse, 4) ? (const void *)a->lse : (const void *)a->lse_out);
     if (a->rows_limit && !dcpattn__aligned(a->rows_limit, 4))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "dcp_combine: rows_limit = %p is not 4-byte aligned",
                              (const void *)a->rows_limit);
-    if (dcpattn__overlap(a->out, span_out * p->osz, a->o, span_o * p->isz) ||
-        dcpattn__overlap(a->out, span_out * p->osz, a->lse, span_lse * 4))
-        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: out overlaps o or lse");
+    if (dcpattn__self_overlap(a->rows, a->out_stride_t, out_heads, a->out_stride_h, a->head_dim))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                             "dcp_combine: out rows or heads overlap one another (out_stride_t = %lld, out_stride_h = "
+                             "%lld, %d heads of head_dim = %d)",
+                             (long long)a->out_stride_t, (long long)a->out_stride_h, out_heads, a->head_dim);
+    if (a->lse_out && dcpattn__self_overlap(a->rows, a->lse_out_stride_t, out_heads, a->lse_out_stride_h, 1))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                             "dcp_combine: lse_out elements overlap one another (lse_out_stride_t = %lld, "
+                             "lse_out_stride_h = %lld, %d heads)",
+                             (long long)a->lse_out_stride_t, (long long)a->lse_out_stride_h, out_heads);
+    if (dcpattn__overlap(a->out, span_out * p->osz, a->o, span_o * p->isz))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: out = %p overlaps o = %p", a->out, a->o);
+    if (dcpattn__overlap(a->out, span_out * p->osz, a->lse, span_lse * 4))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: out = %p overlaps lse = %p", a->out,
+                             (const void *)a->lse);
     if (a->lse_out && (dcpattn__overlap(a->lse_out, span_lse_out * 4, a->o, span_o * p->isz) ||
                        dcpattn__overlap(a->lse_out, span_lse_out * 4, a->lse, span_lse * 4) ||
                        dcpattn__overlap(a->lse_out, span_lse_out * 4, a->out, span_out * p->osz)))
-        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: lse_out overlaps o, lse or out");
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: lse_out = %p overlaps o = %p, lse = %p or out = %p",
+                             (void *)a->lse_out, a->o, (const void *)a->lse, a->out);
     if (p->bytes) {
         const int64_t wb = (int64_t)a->workspace_bytes;
         if (!a->workspace || a->workspace_bytes < p->bytes)
@@ -2907,14 +3231,17 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
             dcpattn__overlap(a->workspace, wb, a->lse, span_lse * 4) ||
             dcpattn__overlap(a->workspace, wb, a->out, span_out * p->osz) ||
             (a->lse_out && dcpattn__overlap(a->workspace, wb, a->lse_out, span_lse_out * 4)))
-            return dcpattn__fail(DCPATTN_STATUS_ALIASING, "dcp_combine: workspace overlaps o, lse, out or lse_out");
+            return dcpattn__fail(DCPATTN_STATUS_ALIASING,
+                                 "dcp_combine: workspace = %p (%zu bytes) overlaps o = %p, lse = %p, out = %p or lse_out = %p",
+                                 a->workspace, a->workspace_bytes, a->o, (const void *)a->lse, a->out,
+                                 (void *)a->lse_out);
     }
     return DCPATTN_STATUS_SUCCESS;
 }
 
 dcpattn_status dcpattn_dcp_combine_validate(const dcpattn_dcp_combine_args *args) {
     dcpattn__dcp_plan p;
-    return dcpattn__dcp_normalize(args, &p, 1);
+    return dcpattn__done(dcpattn__dcp_normalize(args, &p, 1));
 }
 
 dcpattn_status dcpattn_dcp_combine_workspace_size(const dcpattn_dcp_combine_args *args, size_t *bytes) {
@@ -2924,7 +3251,7 @@ dcpattn_status dcpattn_dcp_combine_workspace_size(const dcpattn_dcp_combine_args
     *bytes = 0;
     DCPATTN__TRY(dcpattn__dcp_normalize(args, &p, 0));
     *bytes = p.bytes;
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__done(DCPATTN_STATUS_SUCCESS);
 }
 
 /* The kernels of a plan: [0] pack (merge in -> comm, or in -> in for AG_RS), [1] rescale
@@ -2955,7 +3282,7 @@ dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_d
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine_prepare: context is compile-only");
     DCPATTN__TRY(dcpattn__dcp_normalize(args, &p, 0));
     DCPATTN__TRY(dcpattn__dcp_variants(ctx, &p, 1, NULL, v));
-    return dcpattn__dcp_variants(ctx, &p, 0, NULL, v);
+    return dcpattn__done(dcpattn__dcp_variants(ctx, &p, 0, NULL, v));
 }
 
 /* One launch of the merge kernel (kind 0) or the rescale kernel (kind 1) over states that
@@ -3175,8 +3502,8 @@ static dcpattn_status dcpattn__dcp_issue(const dcpattn__dcp_plan *p, dcpattn__va
 }
 #undef DCPATTN__NCCL_GROUP_CALL
 
-dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm, const dcpattn_dcp_combine_args *args,
-                                   dcpattn_stream stream) {
+static dcpattn_status dcpattn__dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm,
+                                           const dcpattn_dcp_combine_args *args, dcpattn_stream stream) {
     dcpattn__dcp_plan p;
     dcpattn__variant *v[3];
     if (!ctx)
@@ -3229,7 +3556,12 @@ dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm,
     return dcpattn__dcp_issue(&p, v, comm, stream);
 }
 
-dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, int timeout_ms) {
+dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_nccl_comm comm, const dcpattn_dcp_combine_args *args,
+                                   dcpattn_stream stream) {
+    return dcpattn__done(dcpattn__dcp_combine(ctx, comm, args, stream));
+}
+
+static dcpattn_status dcpattn__dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, int timeout_ms) {
     const double t0 = dcpattn__now();
     long sleep_ns = 2000;
     int capturing = 0;
@@ -3267,6 +3599,10 @@ dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, i
                 sleep_ns *= 2;
         }
     }
+}
+
+dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, int timeout_ms) {
+    return dcpattn__done(dcpattn__dcp_wait(comm, stream, timeout_ms));
 }
 
 #endif /* DCPATTN_IMPLEMENTATION_DONE */

@@ -1,8 +1,16 @@
 // gqa.cuh — paged GQA/MQA decode attention over one rank's DCP shard (docs/contract.md 1-4, 8).
 //
-// One CTA = one (sequence, split) x one KV head x M_TILE packed query rows. Packed row
-// R = z*M_TILE + m is query token R / GROUP and q head kvh*GROUP + R % GROUP, so every
-// query row that shares a KV head reads each KV byte once.
+// One segment = one row tile of one sequence x one KV head x a range of its keys: M_TILE packed
+// query rows, where packed row R = z*M_TILE + m is query token R / GROUP and q head
+// kvh*GROUP + R % GROUP, so every query row that shares a KV head reads each KV byte once.
+// Two kernels run segments (entries at the end of this file): gqa_decode, one CTA per
+// (sequence, split) x KV head x row tile; gqa_decode_balanced, the balanced schedule
+// (attn.cuh, AttnSchedule): a CTA per worker and KV head runs the segments of its equal share
+// of the batch's work, and the pieces of a job cut between workers are merged by the last one.
+//
+// Stages of a segment (gqa_segment): load Q; per KV tile: gather (cp.async from the page
+// table), scores (QK^T), mask (the row's causal DCP limit), online softmax, PV; epilogue
+// (merge the warps' states, write out and lse or a partial state).
 //
 // Warps: WARPS_M = M_TILE/16 row groups x WARPS_N = WARPS/WARPS_M key groups. Each warp
 // owns 16 rows and KV_TILE/WARPS_N keys of every tile, keeps its own running max, sum

@@ -675,6 +675,8 @@ GPU_FN dcpattn_status plan_for(dcpattn_context *ctx, const batch_data *bd, const
     ad.max_batch = bd->batch > 0 ? bd->batch : 1;
     ad.max_q_len = bd->max_q;
     ad.max_total_q = bd->total_q + rc->extra_rows > 0 ? bd->total_q + rc->extra_rows : 1;
+    if (ad.max_total_q < ad.max_q_len) /* a bound of all rows is one of a sequence's too */
+        ad.max_total_q = ad.max_q_len;
     ad.max_seqlen_k = ri->max_local;
     ad.num_splits = rc->splits;
     ad.num_sms = rc->num_sms;

@@ -558,6 +558,20 @@ do
     check(code == 0 and out == "merge_fp32_bf16\ngqa_bf16_d128_g8_m16\n", "--spec ok: %s %s", out, err)
     out, err, code = run(sh_quote(abs_gen) .. " --spec " .. sh_quote(TMP .. "/absent.txt"))
     check(code == 1 and find(err, "absent.txt", 1, true), "--spec missing file: %s", err)
+    -- a directory opens like a file and fails only when read: the reason, never "nil"
+    out, err, code = run(sh_quote(abs_gen) .. " --spec " .. sh_quote(TMP))
+    check(code == 1 and find(err, TMP .. ": error: cannot read spec file: ", 1, true)
+        and find(err, "Is a directory", 1, true) and not find(err, "nil", 1, true), "--spec DIR: %s", err)
+    -- a number past the integer range is named as written, not wrapped around
+    for _, n in ipairs { "gqa_bf16_d128_g99999999999999999999_m16", "gqa_bf16_d128_g9223372036854775808_m16",
+                         "gqa_bf16_d18446744073709551744_g8_m16" } do
+        local digits = match(n, "_[dg](%d%d%d%d%d%d%d%d%d%d+)_")
+        out, err, code = run(sh_quote(abs_gen) .. " --name " .. n)
+        check(code == 1 and find(err, ": error: ", 1, true) and find(err, " " .. digits .. " not supported", 1, true),
+            "--name %s: %s", n, err)
+        local spec, perr = dcpattn.parse(n)
+        check(not spec and find(perr, " " .. digits .. " ", 1, true), "parse %s: %s", n, tostring(perr))
+    end
 
     -- rendering to files, only what changed
     if #renderable == 0 then

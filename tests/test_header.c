@@ -1,6 +1,6 @@
 /* The header compiles as C99 (-pedantic for the API part) and as C++, -Wall -Wextra -Werror,
    with and without the implementation. Built twice by the Makefile; running it checks the
-   status list and version. */
+   status list, the version string and the version code. */
 #ifdef TEST_IMPLEMENTATION
 #define DCPATTN_IMPLEMENTATION
 #endif
@@ -17,6 +17,9 @@ int main(void) {
         if (!dcpattn_status_string((dcpattn_status)i)[0] || !strcmp(dcpattn_status_string((dcpattn_status)i), "unknown status"))
             failed++;
     if (strcmp(dcpattn_version(), DCPATTN_VERSION_STRING))
+        failed++;
+    if (DCPATTN_VERSION_CODE != DCPATTN_VERSION_MAJOR * 10000 + DCPATTN_VERSION_MINOR * 100 + DCPATTN_VERSION_PATCH ||
+        dcpattn_version_code() != DCPATTN_VERSION_CODE)
         failed++;
     if (strcmp(dcpattn_status_string(DCPATTN_STATUS_SUCCESS), "success"))
         failed++;

@@ -82,6 +82,8 @@ int main(void) {
     dcpattn_attn_plan *plan;
     memset(&cd, 0, sizeof cd);
     cd.compile_only = 1;
+    cd.arch = "sm_90a"; /* plans of a compile-only context are sized for the GPU it names */
+    cd.num_sms = 132;
     setenv("DCPATTN_CACHE_DIR", "", 1);
     if (dcpattn_context_create(&cd, &ctx)) {
         printf("context: %s\n0 passed, 1 failed\n", dcpattn_last_error());

@@ -1,5 +1,6 @@
 /* test_validate.c — host validation of every docs/faults.md row a validator can decide, for
-   dcpattn_merge_validate, dcpattn_attn_desc_validate and dcpattn_attn_args_validate.
+   dcpattn_merge_validate, dcpattn_attn_desc_validate, dcpattn_attn_args_validate and
+   dcpattn_dcp_combine_validate (whose other cases are in test_combine.c).
    No GPU: validation never dereferences device pointers, so fake, well-separated addresses
    stand in for them. Each rejection must return the right kind of status and a detail
    message (dcpattn_last_error) that names the argument and, where it is a number, its value.
@@ -149,6 +150,7 @@ static void test_desc(void) {
     d = valid_desc(); d.non_causal = 1; d.lse_base2 = 1; ACCEPT(dcpattn_attn_desc_validate(&d));
     d = valid_desc(); d.softmax_scale = 0.125f; d.num_splits = 1; ACCEPT(dcpattn_attn_desc_validate(&d));
     d = valid_desc(); d.max_total_q = 20; ACCEPT(dcpattn_attn_desc_validate(&d));
+    d = valid_desc(); d.max_total_q = 4; ACCEPT(dcpattn_attn_desc_validate(&d)); /* = max_q_len */
 
     REJECT(dcpattn_attn_desc_validate(NULL), ANY_REJECT, "desc", NULL);
 
@@ -236,6 +238,25 @@ static void test_desc(void) {
         };
         reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
     }
+    /* flags are 0 or 1; each message names its own field */
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_attn_desc, lse_base2, 7),
+            BAD_INT(dcpattn_attn_desc, lse_base2, -1),
+            BAD_INT(dcpattn_attn_desc, non_causal, -3),
+            BAD_INT(dcpattn_attn_desc, non_causal, 2),
+        };
+        reject_desc_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
+    d = valid_desc(); d.non_causal = -3;
+    CHECK(dcpattn_attn_desc_validate(&d) && !has_word(dcpattn_last_error(), "lse_base2"),
+          "non_causal = -3 named another field: %s", dcpattn_last_error());
+    d = valid_desc(); d.lse_base2 = 7;
+    CHECK(dcpattn_attn_desc_validate(&d) && !has_word(dcpattn_last_error(), "non_causal"),
+          "lse_base2 = 7 named another field: %s", dcpattn_last_error());
+    /* a bound of all rows below one sequence's rows */
+    d = valid_desc(); d.max_total_q = 3;
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "max_total_q", "3");
     d = valid_desc(); d.softmax_scale = NAN;
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "softmax_scale", NULL);
     d = valid_desc(); d.softmax_scale = INFINITY;
@@ -503,6 +524,17 @@ static void test_merge(void) {
     m = valid_merge(); m.in_dtype = DCPATTN_FP32; m.out_dtype = DCPATTN_FP32; m.head_dim = 4;
     ACCEPT(dcpattn_merge_validate(&m));
     m = valid_merge(); m.out = (void *)o_ptrs[0]; ACCEPT(dcpattn_merge_validate(&m)); /* in place */
+    /* rows = 0 does nothing, like an empty attention batch or combine: pointers unread */
+    m = valid_merge(); m.rows = 0; ACCEPT(dcpattn_merge_validate(&m));
+    m = valid_merge(); m.rows = 0; m.o = NULL; m.lse = NULL; m.out = NULL; m.lse_out = NULL;
+    ACCEPT(dcpattn_merge_validate(&m));
+    m = valid_merge(); m.rows = 0; m.heads = 0; /* but the other fields still count */
+    REJECT(dcpattn_merge_validate(&m), BAD_VALUE, "heads", "0");
+    m = valid_merge(); /* head-major out and lse_out: rows interleaved, nothing overlaps */
+    m.out_stride_t = 128; m.out_stride_h = 16 * 128; m.lse_out_stride_t = 1; m.lse_out_stride_h = 16;
+    ACCEPT(dcpattn_merge_validate(&m));
+    m = valid_merge(); m.lse_out = (float *)FAKE(0x900000000u + 16 * 8 * 128 * 2); /* right after out */
+    ACCEPT(dcpattn_merge_validate(&m));
     m = valid_merge(); /* explicit strides: padded o, strided lse */
     m.o_stride_t = 8 * 136 + 8; m.o_stride_h = 136; m.lse_stride_t = 1; m.lse_stride_h = 16;
     m.lse_base2_in = 1; m.lse_base2_out = 1;
@@ -516,7 +548,6 @@ static void test_merge(void) {
             BAD_INT(dcpattn_merge_args, num_states, 0),
             BAD_INT(dcpattn_merge_args, num_states, -1),
             BAD_INT(dcpattn_merge_args, num_states, 65),
-            BAD_INT(dcpattn_merge_args, rows, 0),
             BAD_INT(dcpattn_merge_args, rows, -3),
             BAD_INT(dcpattn_merge_args, heads, 0),
             BAD_INT(dcpattn_merge_args, heads, -2),
@@ -573,7 +604,21 @@ static void test_merge(void) {
     m = valid_merge(); m.o_stride_t = -1024;
     REJECT(dcpattn_merge_validate(&m), ANY_REJECT, "o_stride_t|o", NULL);
     m = valid_merge(); m.lse_stride_h = -1;
-    REJECT(dcpattn_merge_validate(&m), ANY_REJECT, "lse_stride_h|lse", NULL);
+    REJECT(dcpattn_merge_validate(&m), ANY_REJECT, "lse_stride_h", "-1");
+    m = valid_merge(); m.out_stride_h = -8;
+    REJECT(dcpattn_merge_validate(&m), ANY_REJECT, "out_stride_h", "-8");
+    m = valid_merge(); m.lse_out_stride_t = -2;
+    REJECT(dcpattn_merge_validate(&m), ANY_REJECT, "lse_out_stride_t", "-2");
+
+    /* LSE base flags are 0 or 1 */
+    {
+        static const bad_int bad[] = {
+            BAD_INT(dcpattn_merge_args, lse_base2_in, 7),
+            BAD_INT(dcpattn_merge_args, lse_base2_in, -1),
+            BAD_INT(dcpattn_merge_args, lse_base2_out, 2),
+        };
+        reject_merge_ints(bad, (int)(sizeof bad / sizeof bad[0]));
+    }
 
     /* aliasing: only out == o[0] with the same layout is allowed */
     m = valid_merge(); m.out = (void *)o_ptrs[1];
@@ -584,12 +629,129 @@ static void test_merge(void) {
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "o|out", NULL);
     m = valid_merge(); m.out = (void *)o_ptrs[0]; m.out_dtype = DCPATTN_FP32; /* in place but wider */
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "o|out", NULL);
+    /* every other overlap of an output with anything is a race */
+    m = valid_merge(); m.out = FAKE(L_ADDR(1)); /* out on top of lse[1] */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out", "lse[1]");
+    m = valid_merge(); m.out = FAKE(L_ADDR(3) - 4096); /* runs into lse[3] */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out", "lse[3]");
+    m = valid_merge(); m.lse_out = (float *)FAKE(O_ADDR(0) + 64); /* inside o[0] */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "o[0]");
+    m = valid_merge(); m.lse_out = (float *)FAKE(O_ADDR(2) + 16 * 8 * 128 * 2 - 8); /* o[2]'s last element */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "o[2]");
+    m = valid_merge(); m.lse_out = (float *)m.out;
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "out");
+    m = valid_merge(); m.out = (void *)o_ptrs[0]; m.lse_out = (float *)FAKE(O_ADDR(0) + 4096); /* in place + lse in o */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", NULL);
+    m = valid_merge(); m.out_stride_t = 512; /* a row is 8 heads * 128: rows overlap */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out_stride_t", "512");
+    m = valid_merge(); m.out_stride_h = 64; /* a head is 128 wide */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out_stride_h", "64");
+    m = valid_merge(); m.out_stride_t = 128; m.out_stride_h = 8 * 128; /* head-major for 8 rows, not 16 */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out_stride_h", "1024");
+    m = valid_merge(); m.lse_out_stride_t = 4; /* 8 heads per row */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out_stride_t", "4");
+    m = valid_merge(); m.out = (void *)o_ptrs[0]; m.o_stride_t = m.out_stride_t = 512; /* in place, rows overlap */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "out_stride_t", "512");
 
     /* size overflow */
     m = valid_merge(); m.rows = INT_MAX; m.heads = INT_MAX;
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_OVERFLOW, "rows|heads", NULL);
     m = valid_merge(); m.o_stride_t = (INT64_MAX / 4) & ~(int64_t)7; /* * 16 rows */
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_OVERFLOW, "o_stride_t|o|rows", NULL);
+}
+
+/* ---------------------------------------------------------------- combine */
+static dcpattn_dcp_combine_args valid_combine(void) {
+    dcpattn_dcp_combine_args c;
+    memset(&c, 0, sizeof c);
+    c.world = 4;
+    c.rank = 1;
+    c.rows = 16;
+    c.heads = 8;
+    c.head_dim = 128;
+    c.o = FAKE(Q);
+    c.lse = (const float *)FAKE(LSE);
+    c.out = FAKE(OUT);
+    c.lse_out = (float *)FAKE(SK);
+    c.workspace = FAKE(K);
+    c.workspace_bytes = (size_t)1 << 26;
+    return c;
+}
+
+static void test_combine(void) {
+    dcpattn_dcp_combine_args c = valid_combine();
+    ACCEPT(dcpattn_dcp_combine_validate(&c));
+    c = valid_combine(); c.rows = 0; c.o = NULL; c.out = NULL; c.workspace = NULL;
+    ACCEPT(dcpattn_dcp_combine_validate(&c));
+    c = valid_combine(); c.lse_base2_in = 7;
+    REJECT(dcpattn_dcp_combine_validate(&c), BAD_VALUE, "lse_base2_in", "7");
+    c = valid_combine(); c.lse_base2_out = -1;
+    REJECT(dcpattn_dcp_combine_validate(&c), BAD_VALUE, "lse_base2_out", "-1");
+    c = valid_combine(); c.o_stride_h = -8;
+    REJECT(dcpattn_dcp_combine_validate(&c), ANY_REJECT, "o_stride_h", "-8");
+    c = valid_combine(); c.lse_out = (float *)FAKE(SK + 2);
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_MISALIGNED, "lse_out", NULL);
+    c = valid_combine(); c.out_stride_t = 128; /* scattered out: 2 heads * 128 per row */
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_ALIASING, "out_stride_t", "128");
+    c = valid_combine(); c.layout = DCPATTN_DCP_REPLICATE; c.out_stride_h = 64;
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_ALIASING, "out_stride_h", "64");
+    c = valid_combine(); c.lse_out_stride_t = 1; /* 2 heads per row */
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_ALIASING, "lse_out_stride_t", "1");
+    c = valid_combine(); c.out = FAKE(LSE);
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_ALIASING, "out", "lse");
+    c = valid_combine(); c.o_stride_h = (INT64_MAX / 4) & ~(int64_t)7; /* o_stride_t = 0 would be 8 times that */
+    REJECT(dcpattn_dcp_combine_validate(&c), DCPATTN_STATUS_OVERFLOW, "o_stride_t", NULL);
+}
+
+/* rows = 0 on the run path: success, nothing compiled, loaded or launched (the context
+   pretends to have a device whose driver was never opened: any launch would crash) */
+static void test_empty_runs(void) {
+    dcpattn_context *ctx;
+    dcpattn_context_desc cd;
+    dcpattn_merge_args m;
+    dcpattn_dcp_combine_args c;
+    memset(&cd, 0, sizeof cd);
+    cd.compile_only = 1;
+    cd.cache_dir = "";
+    if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
+        CHECK(0, "context: %s", dcpattn_last_error());
+        return;
+    }
+    ctx->compile_only = 0;
+    memset(&m, 0, sizeof m);
+    m.num_states = 2;
+    m.heads = 8;
+    m.head_dim = 128;
+    ACCEPT(dcpattn_merge(ctx, &m, NULL));
+    memset(&c, 0, sizeof c);
+    c.heads = 8;
+    c.head_dim = 128;
+    ACCEPT(dcpattn_dcp_combine(ctx, NULL, &c, NULL));
+    CHECK(!dcpattn_variant_loaded(ctx, "merge_bf16_bf16"), "an empty merge loaded a kernel");
+    ctx->compile_only = 1;
+    dcpattn_context_destroy(ctx);
+}
+
+/* a successful call empties the last error, so no check can pass on a stale message */
+static void test_last_error_cleared(void) {
+    dcpattn_attn_desc d = valid_desc();
+    dcpattn_attn_args a = valid_args();
+    dcpattn_merge_args m = valid_merge();
+    dcpattn_dcp_combine_args c = valid_combine();
+    size_t bytes;
+#define STALE_THEN(call)                                                                               \
+    do {                                                                                               \
+        CHECK(dcpattn_merge_validate(NULL) != DCPATTN_STATUS_SUCCESS && dcpattn_last_error()[0],       \
+              "a rejection leaves a message");                                                         \
+        CHECK((call) == DCPATTN_STATUS_SUCCESS && dcpattn_last_error()[0] == 0,                       \
+              "%s left the last error \"%s\"", #call, dcpattn_last_error());                          \
+    } while (0)
+    STALE_THEN(dcpattn_attn_desc_validate(&d));
+    STALE_THEN(dcpattn_attn_args_validate(&d, &a));
+    STALE_THEN(dcpattn_merge_validate(&m));
+    STALE_THEN(dcpattn_dcp_combine_validate(&c));
+    STALE_THEN(dcpattn_dcp_combine_workspace_size(&c, &bytes));
+#undef STALE_THEN
 }
 
 /* every status has a distinct name; last_error is "" or a message, never NULL */
@@ -610,5 +772,8 @@ int main(void) {
     test_desc();
     test_args();
     test_merge();
+    test_combine();
+    test_empty_runs();
+    test_last_error_cleared();
     return check_summary();
 }

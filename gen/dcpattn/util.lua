@@ -18,11 +18,13 @@ function M.err(where, fmt, ...)
     return format("%s: error: %s", where or M.DEFAULT_WHERE, format(fmt, ...))
 end
 
--- An integer from a Lua integer, an integral float or a decimal string; nil otherwise.
+-- An integer from a Lua integer, an integral float or a decimal string; nil otherwise, also
+-- for digits past the integer range (tonumber without a base reads those as a float, where
+-- tonumber(v, 10) would wrap them around).
 function M.int(v)
     if mtype(v) == "integer" then return v end
     if mtype(v) == "float" then return tointeger(v) end
-    if type(v) == "string" and find(v, "^%d+$") then return tointeger(tonumber(v, 10)) end
+    if type(v) == "string" and find(v, "^%d+$") then return tointeger(tonumber(v)) end
     return nil
 end
 
@@ -104,8 +106,8 @@ function M.family(F, layout, check)
             local v = fields[i]
             if f[2] then
                 local digits = match(v, "^" .. f[2] .. "(%d+)$")
-                v = digits and M.int(digits)
-                if not v then return nil, format("malformed field '%s' (expected %s)", fields[i], F.form) end
+                if not digits then return nil, format("malformed field '%s' (expected %s)", fields[i], F.form) end
+                v = M.int(digits) or digits -- too large: the family's check names it as written
             end
             spec[f[1]] = v
         end
