@@ -477,57 +477,6 @@ DCPATTN_API dcpattn_status dcpattn_dcp_combine(dcpattn_context *ctx, dcpattn_ncc
    (ncclCommAbort) is the caller's decision. Not allowed on a capturing stream. */
 DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stream stream, int timeout_ms);
 
-/* ---- kernel launch ABI ----
-   The parameter blocks the kernels receive (one __grid_constant__ struct each) and the
-   workspace layout constants both sides use. The same text is handed to NVRTC, so host and
-   device layouts cannot drift apart. Strides are in elements. Not needed by callers. */
-#define DCPATTN_KERNEL_ABI                                                            \
-    typedef struct dcpattn_merge_kparams {                                            \
-        const void *o[64];                                                            \
-        const float *lse[64];                                                         \
-        void *out;                                                                    \
-        float *lse_out;                                                               \
-        long long o_st, o_sh, lse_st, lse_sh;                                         \
-        long long out_st, out_sh, lse_out_st, lse_out_sh;                             \
-        const int *rows_limit;                                                        \
-        int n, rows, heads, head_dim;                                                 \
-        int lse_base2_in, lse_base2_out;                                              \
-    } dcpattn_merge_kparams;                                                          \
-    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
-       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
-       (publication flag, schedule values) */                                         \
-    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
-    typedef struct dcpattn_attn_kparams {                                             \
-        /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
-        unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
-        const void *q;                                                                \
-        const void *k;                                                                \
-        const void *v;                                                                \
-        void *out;                                                                    \
-        float *lse;                                                                   \
-        const int *block_table;                                                       \
-        const int *cu_seqlens_q;                                                      \
-        const int *seqused_k;                                                         \
-        const int *seqused_k_global;                                                  \
-        float *o_part;                                                                \
-        float *lse_part;                                                              \
-        unsigned long long *flags; /* MLA balanced: one publication word per CTA */   \
-        long long q_st, q_sh;                                                         \
-        long long k_sp, k_st, k_sh;                                                   \
-        long long v_sp, v_st, v_sh;                                                   \
-        long long out_st, out_sh;                                                     \
-        long long lse_st, lse_sh;                                                     \
-        long long bt_stride;                                                          \
-        long long part_split_stride;                                                  \
-        int batch, max_q_len, hq, hkv;                                                \
-        int page_size, num_splits, causal, lse_base2;                                 \
-        int world, rank, interleave, cluster_merge;                                   \
-        float scale_log2;                                                             \
-        int workers; /* MLA balanced: persistent CTAs per row tile (0: off) */        \
-        unsigned long long token; /* balanced: this run's publication token */       \
-    } dcpattn_attn_kparams;
-DCPATTN_KERNEL_ABI
-
 #ifdef __cplusplus
 }
 #endif
@@ -583,6 +532,60 @@ extern "C" {
 
 #define DCPATTN__STR2(...) #__VA_ARGS__
 #define DCPATTN__STR(...) DCPATTN__STR2(__VA_ARGS__)
+
+/* ---- kernel launch ABI: internal, not part of the API ----
+   The parameter blocks the kernels receive (one __grid_constant__ struct each) and the
+   workspace layout constants both sides use, spelled as templates/ spell them. The same text
+   is handed to NVRTC in place of the templates' #include "dcpattn_abi.h" (gen/dcpattn/abi.lua
+   reads it from this file for the CLI), so host and device layouts cannot drift apart, and
+   it is part of every kernel's cache key. Strides are in elements. */
+#define DCPATTN_KERNEL_ABI                                                            \
+    typedef struct dcpattn_merge_kparams {                                            \
+        const void *o[64];                                                            \
+        const float *lse[64];                                                         \
+        void *out;                                                                    \
+        float *lse_out;                                                               \
+        long long o_st, o_sh, lse_st, lse_sh;                                         \
+        long long out_st, out_sh, lse_out_st, lse_out_sh;                             \
+        const int *rows_limit;                                                        \
+        int n, rows, heads, head_dim;                                                 \
+        int lse_base2_in, lse_base2_out;                                              \
+    } dcpattn_merge_kparams;                                                          \
+    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
+       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
+       (publication flag, schedule values) */                                         \
+    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
+    typedef struct dcpattn_attn_kparams {                                             \
+        /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
+        unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
+        const void *q;                                                                \
+        const void *k;                                                                \
+        const void *v;                                                                \
+        void *out;                                                                    \
+        float *lse;                                                                   \
+        const int *block_table;                                                       \
+        const int *cu_seqlens_q;                                                      \
+        const int *seqused_k;                                                         \
+        const int *seqused_k_global;                                                  \
+        float *o_part;                                                                \
+        float *lse_part;                                                              \
+        unsigned long long *flags; /* MLA balanced: one publication word per CTA */   \
+        long long q_st, q_sh;                                                         \
+        long long k_sp, k_st, k_sh;                                                   \
+        long long v_sp, v_st, v_sh;                                                   \
+        long long out_st, out_sh;                                                     \
+        long long lse_st, lse_sh;                                                     \
+        long long bt_stride;                                                          \
+        long long part_split_stride;                                                  \
+        int batch, max_q_len, hq, hkv;                                                \
+        int page_size, num_splits, causal, lse_base2;                                 \
+        int world, rank, interleave, cluster_merge;                                   \
+        float scale_log2;                                                             \
+        int workers; /* MLA balanced: persistent CTAs per row tile (0: off) */        \
+        unsigned long long token; /* balanced: this run's publication token */       \
+    } dcpattn_attn_kparams;
+DCPATTN_KERNEL_ABI
+
 /* The kernel ABI as NVRTC sees it: the very tokens the host structs were built from. */
 static const char dcpattn__abi_text[] = DCPATTN__STR(DCPATTN_KERNEL_ABI);
 
@@ -683,6 +686,22 @@ typedef struct dcpattn__CUlaunchConfig {
 } dcpattn__CUlaunchConfig;
 #define DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
 
+/* The device and function attributes the library reads and sets, by cuda.h's values. */
+enum {
+    DCPATTN__CU_DEV_SMEM_PER_BLOCK = 8,          /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK */
+    DCPATTN__CU_DEV_SM_COUNT = 16,               /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    DCPATTN__CU_DEV_THREADS_PER_SM = 39,         /* CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR */
+    DCPATTN__CU_DEV_CC_MAJOR = 75,               /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+    DCPATTN__CU_DEV_CC_MINOR = 76,               /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
+    DCPATTN__CU_DEV_SMEM_PER_SM = 81,            /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+    DCPATTN__CU_DEV_REGS_PER_SM = 82,            /* CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR */
+    DCPATTN__CU_DEV_SMEM_PER_BLOCK_OPTIN = 97,   /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    DCPATTN__CU_DEV_SMEM_RESERVED_PER_BLOCK = 111, /* CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK */
+    DCPATTN__CU_FUNC_SMEM_STATIC = 1,            /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+    DCPATTN__CU_FUNC_NUM_REGS = 4,               /* CU_FUNC_ATTRIBUTE_NUM_REGS */
+    DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM = 8        /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+};
+
 typedef struct dcpattn__driver_api {
     int tried, ok;
     dcpattn__CUresult (*Init)(unsigned);
@@ -720,6 +739,8 @@ typedef struct dcpattn__nvrtc_api {
     int (*GetProgramLog)(dcpattn__nvrtcProgram, char *);
     int (*GetCUBINSize)(dcpattn__nvrtcProgram, size_t *);
     int (*GetCUBIN)(dcpattn__nvrtcProgram, char *);
+    int (*GetPTXSize)(dcpattn__nvrtcProgram, size_t *);
+    int (*GetPTX)(dcpattn__nvrtcProgram, char *);
     int (*DestroyProgram)(dcpattn__nvrtcProgram *);
     const char *(*GetErrorString)(int);
 } dcpattn__nvrtc_api;
@@ -756,94 +777,117 @@ static void *dcpattn__dlopen_first(const char *env, const char *const *names, ch
     return NULL;
 }
 
-/* dlsym into a function pointer without the object/function pointer cast warning. */
-#define DCPATTN__SYM(lib, api, field, sym)                       \
-    do {                                                         \
-        void *dcpattn__p_ = dlsym(lib, sym);                     \
-        if (!dcpattn__p_)                                        \
-            missing = sym;                                       \
-        memcpy(&(api).field, &dcpattn__p_, sizeof dcpattn__p_);  \
-    } while (0)
+/* One symbol of a library: its name, where its pointer goes in the library's api struct, and
+   whether the library may lack it (the pointer is then NULL). */
+typedef struct dcpattn__sym {
+    const char *name;
+    size_t offset;
+    int optional;
+} dcpattn__sym;
+#define DCPATTN__SYM(api, field, name) {name, offsetof(api, field), 0}
+#define DCPATTN__SYM_OPTIONAL(api, field, name) {name, offsetof(api, field), 1}
 
-static dcpattn_status dcpattn__load_driver(void) {
-    static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-    static char why[1024];
-    const char *missing = NULL;
-    void *lib;
+/* A library opened once per process: `open` finds it (or says why not in `why`), every
+   symbol of `syms` (ended by a NULL name) is bound into `api` (memcpy: no cast between object
+   and function pointers), and `init` says whether what was found is usable. *tried and *ok
+   are the api's flags; the reason of a failure stays in `why` for every later call. */
+static dcpattn_status dcpattn__load_once(int *tried, int *ok, void *api, const dcpattn__sym *syms,
+                                         void *(*open)(char *, size_t), int (*init)(char *, size_t), char *why,
+                                         size_t why_size, const char *lib_name, dcpattn_status status,
+                                         const char *what) {
     pthread_mutex_lock(&dcpattn__lib_lock);
-    if (!dcpattn__cu.tried) {
-        dcpattn__cu.tried = 1;
-        lib = dcpattn__dlopen_first("DCPATTN_CUDA_LIBRARY", names, why, sizeof why);
-        if (lib) {
-            DCPATTN__SYM(lib, dcpattn__cu, Init, "cuInit");
-            DCPATTN__SYM(lib, dcpattn__cu, CtxGetCurrent, "cuCtxGetCurrent");
-            DCPATTN__SYM(lib, dcpattn__cu, CtxGetDevice, "cuCtxGetDevice");
-            DCPATTN__SYM(lib, dcpattn__cu, CtxPushCurrent, "cuCtxPushCurrent_v2");
-            DCPATTN__SYM(lib, dcpattn__cu, CtxPopCurrent, "cuCtxPopCurrent_v2");
-            DCPATTN__SYM(lib, dcpattn__cu, DeviceGetAttribute, "cuDeviceGetAttribute");
-            DCPATTN__SYM(lib, dcpattn__cu, ModuleLoadData, "cuModuleLoadData");
-            DCPATTN__SYM(lib, dcpattn__cu, ModuleUnload, "cuModuleUnload");
-            DCPATTN__SYM(lib, dcpattn__cu, ModuleGetFunction, "cuModuleGetFunction");
-            DCPATTN__SYM(lib, dcpattn__cu, FuncSetAttribute, "cuFuncSetAttribute");
-            DCPATTN__SYM(lib, dcpattn__cu, FuncGetAttribute, "cuFuncGetAttribute");
-            DCPATTN__SYM(lib, dcpattn__cu, LaunchKernel, "cuLaunchKernel");
-            DCPATTN__SYM(lib, dcpattn__cu, StreamIsCapturing, "cuStreamIsCapturing");
-            DCPATTN__SYM(lib, dcpattn__cu, StreamQuery, "cuStreamQuery");
-            DCPATTN__SYM(lib, dcpattn__cu, GetErrorString, "cuGetErrorString");
-            {
-                void *ex = dlsym(lib, "cuLaunchKernelEx"); /* optional */
-                memcpy(&dcpattn__cu.LaunchKernelEx, &ex, sizeof ex);
-                ex = dlsym(lib, "cuTensorMapEncodeTiled"); /* optional */
-                memcpy(&dcpattn__cu.TensorMapEncodeTiled, &ex, sizeof ex);
+    if (!*tried) {
+        void *lib;
+        *tried = 1;
+        if ((lib = open(why, why_size)) != NULL) {
+            const char *missing = NULL;
+            for (; syms->name; syms++) {
+                void *p = dlsym(lib, syms->name);
+                if (!p && !syms->optional && !missing)
+                    missing = syms->name;
+                memcpy((char *)api + syms->offset, &p, sizeof p);
             }
             if (missing)
-                snprintf(why, sizeof why, "libcuda lacks %s", missing);
-            else if (dcpattn__cu.Init(0) != 0)
-                snprintf(why, sizeof why, "cuInit failed: no usable GPU or driver");
+                snprintf(why, why_size, "%s lacks %s", lib_name, missing);
             else
-                dcpattn__cu.ok = 1;
+                *ok = init(why, why_size);
         }
     }
     pthread_mutex_unlock(&dcpattn__lib_lock);
-    if (!dcpattn__cu.ok)
-        return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "CUDA driver: %s", why[0] ? why : "not loaded");
+    if (!*ok)
+        return dcpattn__fail(status, "%s: %s", what, why[0] ? why : "not loaded");
     return DCPATTN_STATUS_SUCCESS;
 }
 
-static dcpattn_status dcpattn__load_nvrtc(void) {
+static void *dcpattn__driver_open(char *why, size_t n) {
+    static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    return dcpattn__dlopen_first("DCPATTN_CUDA_LIBRARY", names, why, n);
+}
+static int dcpattn__driver_init(char *why, size_t n) {
+    if (dcpattn__cu.Init(0) == 0)
+        return 1;
+    snprintf(why, n, "cuInit failed: no usable GPU or driver");
+    return 0;
+}
+static dcpattn_status dcpattn__load_driver(void) {
+#define DCPATTN__CU_SYM(field, name) DCPATTN__SYM(dcpattn__driver_api, field, name)
+    static const dcpattn__sym syms[] = {
+        DCPATTN__CU_SYM(Init, "cuInit"),
+        DCPATTN__CU_SYM(CtxGetCurrent, "cuCtxGetCurrent"),
+        DCPATTN__CU_SYM(CtxGetDevice, "cuCtxGetDevice"),
+        DCPATTN__CU_SYM(CtxPushCurrent, "cuCtxPushCurrent_v2"),
+        DCPATTN__CU_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2"),
+        DCPATTN__CU_SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
+        DCPATTN__CU_SYM(ModuleLoadData, "cuModuleLoadData"),
+        DCPATTN__CU_SYM(ModuleUnload, "cuModuleUnload"),
+        DCPATTN__CU_SYM(ModuleGetFunction, "cuModuleGetFunction"),
+        DCPATTN__CU_SYM(FuncSetAttribute, "cuFuncSetAttribute"),
+        DCPATTN__CU_SYM(FuncGetAttribute, "cuFuncGetAttribute"),
+        DCPATTN__CU_SYM(LaunchKernel, "cuLaunchKernel"),
+        DCPATTN__CU_SYM(StreamIsCapturing, "cuStreamIsCapturing"),
+        DCPATTN__CU_SYM(StreamQuery, "cuStreamQuery"),
+        DCPATTN__CU_SYM(GetErrorString, "cuGetErrorString"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, LaunchKernelEx, "cuLaunchKernelEx"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, TensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+        {NULL, 0, 0}};
+#undef DCPATTN__CU_SYM
+    static char why[1024];
+    return dcpattn__load_once(&dcpattn__cu.tried, &dcpattn__cu.ok, &dcpattn__cu, syms, dcpattn__driver_open,
+                              dcpattn__driver_init, why, sizeof why, "libcuda", DCPATTN_STATUS_NO_DRIVER, "CUDA driver");
+}
+
+static void *dcpattn__nvrtc_open(char *why, size_t n) {
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
                                         "/usr/local/cuda/lib64/libnvrtc.so.13",
                                         "/usr/local/cuda/lib64/libnvrtc.so.12",
                                         "/usr/local/cuda/lib64/libnvrtc.so", NULL};
+    return dcpattn__dlopen_first("DCPATTN_NVRTC_LIBRARY", names, why, n);
+}
+static int dcpattn__nvrtc_init(char *why, size_t n) {
+    if (dcpattn__nvrtc.Version(&dcpattn__nvrtc.major, &dcpattn__nvrtc.minor) == 0)
+        return 1;
+    snprintf(why, n, "nvrtcVersion failed");
+    return 0;
+}
+static dcpattn_status dcpattn__load_nvrtc(void) {
+#define DCPATTN__NVRTC_SYM(field, name) DCPATTN__SYM(dcpattn__nvrtc_api, field, name)
+    static const dcpattn__sym syms[] = {
+        DCPATTN__NVRTC_SYM(Version, "nvrtcVersion"),
+        DCPATTN__NVRTC_SYM(CreateProgram, "nvrtcCreateProgram"),
+        DCPATTN__NVRTC_SYM(CompileProgram, "nvrtcCompileProgram"),
+        DCPATTN__NVRTC_SYM(GetProgramLogSize, "nvrtcGetProgramLogSize"),
+        DCPATTN__NVRTC_SYM(GetProgramLog, "nvrtcGetProgramLog"),
+        DCPATTN__NVRTC_SYM(GetCUBINSize, "nvrtcGetCUBINSize"),
+        DCPATTN__NVRTC_SYM(GetCUBIN, "nvrtcGetCUBIN"),
+        DCPATTN__NVRTC_SYM(GetPTXSize, "nvrtcGetPTXSize"),
+        DCPATTN__NVRTC_SYM(GetPTX, "nvrtcGetPTX"),
+        DCPATTN__NVRTC_SYM(DestroyProgram, "nvrtcDestroyProgram"),
+        DCPATTN__NVRTC_SYM(GetErrorString, "nvrtcGetErrorString"),
+        {NULL, 0, 0}};
+#undef DCPATTN__NVRTC_SYM
     static char why[1024];
-    const char *missing = NULL;
-    void *lib;
-    pthread_mutex_lock(&dcpattn__lib_lock);
-    if (!dcpattn__nvrtc.tried) {
-        dcpattn__nvrtc.tried = 1;
-        lib = dcpattn__dlopen_first("DCPATTN_NVRTC_LIBRARY", names, why, sizeof why);
-        if (lib) {
-            DCPATTN__SYM(lib, dcpattn__nvrtc, Version, "nvrtcVersion");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, CreateProgram, "nvrtcCreateProgram");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, CompileProgram, "nvrtcCompileProgram");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, GetProgramLogSize, "nvrtcGetProgramLogSize");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, GetProgramLog, "nvrtcGetProgramLog");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, GetCUBINSize, "nvrtcGetCUBINSize");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, GetCUBIN, "nvrtcGetCUBIN");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, DestroyProgram, "nvrtcDestroyProgram");
-            DCPATTN__SYM(lib, dcpattn__nvrtc, GetErrorString, "nvrtcGetErrorString");
-            if (missing)
-                snprintf(why, sizeof why, "libnvrtc lacks %s", missing);
-            else if (dcpattn__nvrtc.Version(&dcpattn__nvrtc.major, &dcpattn__nvrtc.minor) != 0)
-                snprintf(why, sizeof why, "nvrtcVersion failed");
-            else
-                dcpattn__nvrtc.ok = 1;
-        }
-    }
-    pthread_mutex_unlock(&dcpattn__lib_lock);
-    if (!dcpattn__nvrtc.ok)
-        return dcpattn__fail(DCPATTN_STATUS_NO_NVRTC, "NVRTC: %s", why[0] ? why : "not loaded");
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__load_once(&dcpattn__nvrtc.tried, &dcpattn__nvrtc.ok, &dcpattn__nvrtc, syms, dcpattn__nvrtc_open,
+                              dcpattn__nvrtc_init, why, sizeof why, "libnvrtc", DCPATTN_STATUS_NO_NVRTC, "NVRTC");
 }
 
 static dcpattn_status dcpattn__cu_check(dcpattn__CUresult r, const char *what) {
@@ -866,13 +910,46 @@ typedef struct dcpattn__variant {
     int registers, shared_bytes, spill_bytes;
 } dcpattn__variant;
 
+/* What one CTA and one SM of the target GPU hold, in bytes, registers and threads: read from
+   the device, or, in a compile-only context, the row of its arch in dcpattn__arch_limits. */
+typedef struct dcpattn__sm_limits {
+    int arch;                 /* the row's compute capability, 10 * major + minor */
+    int smem_per_block;       /* dynamic shared memory a launch gets without opting in */
+    int smem_per_block_optin; /* the most it may opt in to */
+    int smem_per_sm;
+    int smem_reserved;        /* per CTA, taken by the driver */
+    int regs_per_sm, threads_per_sm;
+} dcpattn__sm_limits;
+
+/* The per-arch limits of the CUDA C++ Programming Guide (its table of compute capabilities),
+   for a context with no device to ask. An arch between two rows takes the lower row, one
+   below the first row the first. */
+static const dcpattn__sm_limits dcpattn__arch_limits[] = {
+    {80, 48 * 1024, 163 * 1024, 164 * 1024, 1024, 65536, 2048},  /* A100 */
+    {86, 48 * 1024, 99 * 1024, 100 * 1024, 1024, 65536, 1536},   /* GA10x */
+    {87, 48 * 1024, 163 * 1024, 164 * 1024, 1024, 65536, 2048},  /* Orin */
+    {89, 48 * 1024, 99 * 1024, 100 * 1024, 1024, 65536, 1536},   /* Ada */
+    {90, 48 * 1024, 227 * 1024, 228 * 1024, 1024, 65536, 2048},  /* Hopper */
+    {100, 48 * 1024, 227 * 1024, 228 * 1024, 1024, 65536, 2048}, /* Blackwell datacenter */
+    {120, 48 * 1024, 99 * 1024, 100 * 1024, 1024, 65536, 1536},  /* Blackwell RTX */
+};
+
+static dcpattn__sm_limits dcpattn__limits_of_arch(int arch) {
+    const int rows = (int)(sizeof dcpattn__arch_limits / sizeof dcpattn__arch_limits[0]);
+    int i = 0;
+    while (i + 1 < rows && dcpattn__arch_limits[i + 1].arch <= arch)
+        i++;
+    return dcpattn__arch_limits[i];
+}
+
 struct dcpattn_context {
     pthread_mutex_t lock;
     lua_State *L;
     char data_dir[1024];
     char aot_dir[1024];
     char arch[32];
-    int compile_only, no_jit, log_level, num_sms, max_smem_optin;
+    int compile_only, no_jit, log_level, num_sms;
+    dcpattn__sm_limits limits;
     int arch_given;      /* arch came from the descriptor or the device, not the compile-only default */
     int lock_timeout_ms; /* < 0: no limit */
     dcpattn_log_fn log;
@@ -1271,6 +1348,15 @@ static int dcpattn__ptxas_number(const char *log, const char *suffix) {
     return atoi(p);
 }
 
+/* The context's arch as 10 * major + minor ("sm_90a" -> 90, "compute_80" -> 80); 0 if it
+   does not parse. */
+static int dcpattn__arch_num(const dcpattn_context *ctx) {
+    int arch = 0;
+    return sscanf(ctx->arch, "sm_%d", &arch) == 1 || sscanf(ctx->arch, "compute_%d", &arch) == 1 ? arch : 0;
+}
+/* A virtual arch: kernels are compiled to PTX and the driver compiles that at load. */
+static int dcpattn__arch_virtual(const dcpattn_context *ctx) { return strncmp(ctx->arch, "compute_", 8) == 0; }
+
 static void dcpattn__options(const dcpattn_context *ctx, char *arch_opt, size_t n, const char *opts[4]) {
     snprintf(arch_opt, n, "-arch=%s", ctx->arch);
     opts[0] = arch_opt;
@@ -1285,6 +1371,7 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
     char arch_opt[64], file[300], *log = NULL;
     const char *opts[4];
     size_t log_size = 0;
+    const int ptx = dcpattn__arch_virtual(ctx);
     int rc;
     memset(out, 0, sizeof *out);
     DCPATTN__TRY(dcpattn__load_nvrtc());
@@ -1322,12 +1409,15 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
                            dcpattn__ptxas_number(log, " bytes spill loads");
     }
     free(log);
-    if (dcpattn__nvrtc.GetCUBINSize(prog, &out->size) != 0 || out->size == 0 ||
-        !(out->data = (char *)malloc(out->size)) || dcpattn__nvrtc.GetCUBIN(prog, out->data) != 0) {
+    /* a virtual arch (compute_XY) gives PTX, NUL included, which cuModuleLoadData compiles
+       for the device it loads on */
+    if ((ptx ? dcpattn__nvrtc.GetPTXSize(prog, &out->size) : dcpattn__nvrtc.GetCUBINSize(prog, &out->size)) != 0 ||
+        out->size == 0 || !(out->data = (char *)malloc(out->size)) ||
+        (ptx ? dcpattn__nvrtc.GetPTX(prog, out->data) : dcpattn__nvrtc.GetCUBIN(prog, out->data)) != 0) {
         free(out->data);
         out->data = NULL;
         dcpattn__nvrtc.DestroyProgram(&prog);
-        return dcpattn__fail(DCPATTN_STATUS_COMPILE, "NVRTC produced no cubin for %s", name);
+        return dcpattn__fail(DCPATTN_STATUS_COMPILE, "NVRTC produced no %s for %s", ptx ? "PTX" : "cubin", name);
     }
     dcpattn__nvrtc.DestroyProgram(&prog);
     return DCPATTN_STATUS_SUCCESS;
@@ -1651,17 +1741,21 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
                 if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced, v.module, bname) != 0)
                     v.fn_balanced = NULL;
             }
-            if (!s && v.smem > 48 * 1024) {
-                if (v.smem > ctx->max_smem_optin)
+            if (!s && v.smem > ctx->limits.smem_per_block) {
+                if (v.smem > ctx->limits.smem_per_block_optin)
                     s = dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "%s needs %d bytes of shared memory; the device allows %d",
-                                      name, v.smem, ctx->max_smem_optin);
+                                      name, v.smem, ctx->limits.smem_per_block_optin);
                 else
-                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, v.smem),
+                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
                                           "cuFuncSetAttribute");
                 if (!s && v.fn_balanced)
-                    s = dcpattn__cu_check(
-                        dcpattn__cu.FuncSetAttribute(v.fn_balanced, 8 /* MAX_DYNAMIC_SHARED_SIZE_BYTES */, v.smem),
-                        "cuFuncSetAttribute (balanced)");
+                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn_balanced, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
+                                          "cuFuncSetAttribute (balanced)");
+            }
+            if (!s && !v.registers) {
+                /* PTX (a virtual arch): ptxas ran in the driver, which knows what it used */
+                dcpattn__cu.FuncGetAttribute(&v.registers, DCPATTN__CU_FUNC_NUM_REGS, v.fn);
+                dcpattn__cu.FuncGetAttribute(&v.shared_bytes, DCPATTN__CU_FUNC_SMEM_STATIC, v.fn);
             }
             if (s && v.module)
                 dcpattn__cu.ModuleUnload(v.module);
@@ -1689,6 +1783,21 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
 }
 
 /* ============================ context lifecycle ============================ */
+/* The device's own limits; one the driver cannot give keeps the value of the device's arch. */
+static dcpattn__sm_limits dcpattn__device_limits(dcpattn__CUdevice dev, int arch) {
+    dcpattn__sm_limits l = dcpattn__limits_of_arch(arch);
+    int *const field[] = {&l.smem_per_block, &l.smem_per_block_optin, &l.smem_per_sm,
+                          &l.smem_reserved,  &l.regs_per_sm,          &l.threads_per_sm};
+    static const int attr[] = {DCPATTN__CU_DEV_SMEM_PER_BLOCK, DCPATTN__CU_DEV_SMEM_PER_BLOCK_OPTIN,
+                               DCPATTN__CU_DEV_SMEM_PER_SM,    DCPATTN__CU_DEV_SMEM_RESERVED_PER_BLOCK,
+                               DCPATTN__CU_DEV_REGS_PER_SM,    DCPATTN__CU_DEV_THREADS_PER_SM};
+    int i, v;
+    for (i = 0; i < 6; i++)
+        if (dcpattn__cu.DeviceGetAttribute(&v, attr[i], dev) == 0 && v > 0)
+            *field[i] = v;
+    return l;
+}
+
 static int dcpattn__env_int(const char *name, int dflt) {
     const char *e = getenv(name);
     return (e && *e) ? atoi(e) : dflt;
@@ -1778,11 +1887,11 @@ dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_
         if (!s)
             s = dcpattn__cu_check(dcpattn__cu.CtxGetDevice(&dev), "cuCtxGetDevice");
         if (!s) {
-            dcpattn__cu.DeviceGetAttribute(&major, 75, dev);
-            dcpattn__cu.DeviceGetAttribute(&minor, 76, dev);
-            dcpattn__cu.DeviceGetAttribute(&ctx->num_sms, 16, dev);
-            dcpattn__cu.DeviceGetAttribute(&ctx->max_smem_optin, 97, dev);
+            dcpattn__cu.DeviceGetAttribute(&major, DCPATTN__CU_DEV_CC_MAJOR, dev);
+            dcpattn__cu.DeviceGetAttribute(&minor, DCPATTN__CU_DEV_CC_MINOR, dev);
+            dcpattn__cu.DeviceGetAttribute(&ctx->num_sms, DCPATTN__CU_DEV_SM_COUNT, dev);
             snprintf(ctx->arch, sizeof ctx->arch, "sm_%d%d%s", major, minor, major == 9 ? "a" : "");
+            ctx->limits = dcpattn__device_limits(dev, 10 * major + minor);
         }
         if (s) {
             dcpattn__context_free(ctx);
@@ -1794,6 +1903,8 @@ dcpattn_status dcpattn_context_create(const dcpattn_context_desc *desc, dcpattn_
         snprintf(ctx->arch, sizeof ctx->arch, "%s", d.arch);
     else if (!ctx->arch[0])
         snprintf(ctx->arch, sizeof ctx->arch, "sm_90a");
+    if (ctx->compile_only)
+        ctx->limits = dcpattn__limits_of_arch(dcpattn__arch_num(ctx));
     if (d.num_sms)
         ctx->num_sms = d.num_sms;
     ctx->lock_timeout_ms = d.lock_timeout_ms ? d.lock_timeout_ms : dcpattn__env_int("DCPATTN_LOCK_TIMEOUT_MS", 10000);
@@ -1917,9 +2028,17 @@ static int dcpattn__mul(int64_t a, int64_t b, int64_t *r) {
     return __builtin_mul_overflow(a, b, r) ? 0 : 1;
 }
 
-/* A stride left 0 becomes n * inner stride; 0 on overflow. */
-static int dcpattn__default_stride(int64_t *stride, int64_t n, int64_t inner) {
-    return *stride != 0 || dcpattn__mul(n, inner, stride);
+/* A stride left 0 (contiguous) becomes n * inner where both are positive and the product
+   fits; otherwise it stays 0, and validation names it. */
+static void dcpattn__default_stride(int64_t *stride, int64_t n, int64_t inner) {
+    int64_t r;
+    if (*stride == 0 && n > 0 && inner > 0 && dcpattn__mul(n, inner, &r))
+        *stride = r;
+}
+/* The default strides of a [rows, heads, inner] tensor. */
+static void dcpattn__default_rows(int64_t *stride_t, int64_t *stride_h, int64_t heads, int64_t inner) {
+    dcpattn__default_stride(stride_h, 1, inner);
+    dcpattn__default_stride(stride_t, heads, *stride_h);
 }
 
 /* Span in elements of a [n0, n1, inner] tensor with strides s0, s1; 0 on overflow. */
@@ -1940,13 +2059,42 @@ static int dcpattn__overlap(const void *a, int64_t abytes, const void *b, int64_
     return a0 < b0 + (uintptr_t)bbytes && b0 < a0 + (uintptr_t)abytes;
 }
 
-/* A stride left 0 filled in (n * inner), or an overflow status naming the field. */
-static dcpattn_status dcpattn__fill_stride(const char *who, const char *field, int64_t *stride, int64_t n,
-                                           int64_t inner) {
-    if (dcpattn__default_stride(stride, n, inner))
-        return DCPATTN_STATUS_SUCCESS;
-    return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "%s: %s = 0 (contiguous) is %lld * %lld elements, which overflows",
-                         who, field, (long long)n, (long long)inner);
+/* Strides after their defaults: none negative, and none left 0 where 0 meant contiguous (its
+   default, a product of sizes and inner strides, overflowed). The first `zero_ok` strides may
+   be 0 (the size they multiply may be 0). */
+static dcpattn_status dcpattn__check_strides(const char *who, const int64_t *st, const char *const *names, int n,
+                                             int zero_ok) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (st[i] < 0)
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "%s: %s = %lld (must be >= 0; 0: the default)", who,
+                                 names[i], (long long)st[i]);
+    for (i = zero_ok; i < n; i++)
+        if (st[i] == 0)
+            return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                                 "%s: %s = 0 (contiguous): the sizes and strides it spans overflow 64 bits", who,
+                                 names[i]);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
+/* The eight strides of a state set (merge and combine arguments: o, lse, out, lse_out) after
+   their defaults, and the 16-byte steps of o's and out's. */
+#define DCPATTN__STATE_STRIDES(a)                                                                                   {(a)->o_stride_t,   (a)->o_stride_h,   (a)->lse_stride_t,     (a)->lse_stride_h,                                 (a)->out_stride_t, (a)->out_stride_h, (a)->lse_out_stride_t, (a)->lse_out_stride_h}
+static dcpattn_status dcpattn__check_state_strides(const char *who, const int64_t st[8], dcpattn_dtype in,
+                                                   dcpattn_dtype out) {
+    static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
+                                     "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
+    const int64_t vin = 16 / dcpattn__dtype_size(in), vout = 16 / dcpattn__dtype_size(out);
+    DCPATTN__TRY(dcpattn__check_strides(who, st, nm, 8, 0));
+    if (st[0] % vin || st[1] % vin)
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                             "%s: o_stride_t = %lld, o_stride_h = %lld (must be multiples of 16 bytes of %s)", who,
+                             (long long)st[0], (long long)st[1], dcpattn__dtype_name(in));
+    if (st[4] % vout || st[5] % vout)
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                             "%s: out_stride_t = %lld, out_stride_h = %lld (must be multiples of 16 bytes of %s)", who,
+                             (long long)st[4], (long long)st[5], dcpattn__dtype_name(out));
+    return DCPATTN_STATUS_SUCCESS;
 }
 
 /* 1 if two elements of the [n0, n1, inner] box with strides (s0, s1, 1) may share an address:
@@ -1968,13 +2116,26 @@ static int dcpattn__self_overlap(int64_t n0, int64_t s0, int64_t n1, int64_t s1,
     return 0;
 }
 
-/* Checks merge arguments and fills the default strides into *a. */
+/* Zero means default in merge arguments: bf16 in, out as in, contiguous strides. */
+static void dcpattn__merge_defaults(dcpattn_merge_args *a) {
+    if (a->in_dtype == DCPATTN_DTYPE_DEFAULT)
+        a->in_dtype = DCPATTN_BF16;
+    if (a->out_dtype == DCPATTN_DTYPE_DEFAULT)
+        a->out_dtype = a->in_dtype;
+    dcpattn__default_rows(&a->o_stride_t, &a->o_stride_h, a->heads, a->head_dim);
+    dcpattn__default_rows(&a->lse_stride_t, &a->lse_stride_h, a->heads, 1);
+    dcpattn__default_rows(&a->out_stride_t, &a->out_stride_h, a->heads, a->head_dim);
+    dcpattn__default_rows(&a->lse_out_stride_t, &a->lse_out_stride_h, a->heads, 1);
+}
+
+/* Merge arguments with their defaults (dcpattn__merge_defaults) in *a, checked. */
 static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn_merge_args *a) {
     int i, insz, outsz;
     int64_t span_o, span_out, span_lse, span_lse_out, tmp;
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: args is NULL");
     *a = *in;
+    dcpattn__merge_defaults(a);
     if (a->num_states < 1 || a->num_states > DCPATTN_MAX_MERGE_STATES)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: num_states = %d (must be 1..%d)",
                              a->num_states, DCPATTN_MAX_MERGE_STATES);
@@ -1982,10 +2143,6 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
                              "merge: rows = %d (must be >= 0), heads = %d, head_dim = %d (must be >= 1)", a->rows,
                              a->heads, a->head_dim);
-    if (a->in_dtype == DCPATTN_DTYPE_DEFAULT)
-        a->in_dtype = DCPATTN_BF16;
-    if (a->out_dtype == DCPATTN_DTYPE_DEFAULT)
-        a->out_dtype = a->in_dtype;
     if (a->in_dtype < DCPATTN_BF16 || a->in_dtype > DCPATTN_FP32 || a->out_dtype < DCPATTN_BF16 ||
         a->out_dtype > DCPATTN_FP32)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: in_dtype = %d, out_dtype = %d (bf16, fp16, fp32)",
@@ -2005,31 +2162,9 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: rows*heads*head_dim = %d*%d*%d overflows", a->rows,
                              a->heads, a->head_dim);
     {
-        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
-                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
-        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
-                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
-        for (i = 0; i < 8; i++)
-            if (st[i] < 0)
-                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s = %lld (must be >= 0; 0: contiguous)",
-                                     nm[i], (long long)st[i]);
+        const int64_t st[8] = DCPATTN__STATE_STRIDES(a);
+        DCPATTN__TRY(dcpattn__check_state_strides("merge", st, a->in_dtype, a->out_dtype));
     }
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_stride_h", &a->lse_stride_h, 1, 1));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_stride_t", &a->lse_stride_t, a->heads, a->lse_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "out_stride_h", &a->out_stride_h, 1, a->head_dim));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "out_stride_t", &a->out_stride_t, a->heads, a->out_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_out_stride_h", &a->lse_out_stride_h, 1, 1));
-    DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_out_stride_t", &a->lse_out_stride_t, a->heads, a->lse_out_stride_h));
-    if (a->o_stride_t % (16 / insz) || a->o_stride_h % (16 / insz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "merge: o_stride_t = %lld, o_stride_h = %lld (must be multiples of 16 bytes of %s)",
-                             (long long)a->o_stride_t, (long long)a->o_stride_h, dcpattn__dtype_name(a->in_dtype));
-    if (a->out_stride_t % (16 / outsz) || a->out_stride_h % (16 / outsz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "merge: out_stride_t = %lld, out_stride_h = %lld (must be multiples of 16 bytes of %s)",
-                             (long long)a->out_stride_t, (long long)a->out_stride_h, dcpattn__dtype_name(a->out_dtype));
     if (a->rows == 0) /* nothing to do: the pointers are never read */
         return DCPATTN_STATUS_SUCCESS;
     if (!a->o || !a->lse)
@@ -2263,17 +2398,65 @@ struct dcpattn_attn_plan {
     char variant[128];
 };
 
-static int dcpattn__gqa_head_dim_ok(int d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
-/* MLA (DeepSeek absorbed decode): Dqk 576, Dv 512, V = the first 512 channels of the K row. */
-static int dcpattn__is_mla(const dcpattn_attn_desc *d) { return d->head_dim == 576 && d->head_dim_v == 512; }
+/* ---- family limits ----
+   Which head dims, groups, MLA head counts and page sizes exist is the generator's spec
+   (gen/dcpattn/gqa.lua, mla.lua, tiling.lua). dcpattn_attn_desc_validate needs no context,
+   hence no generator: it takes the numbers from the block below, which `make limits`
+   (gen/dcpattn-gen --limits include/dcpattn.h) writes from the spec. tests/test_gen.lua fails
+   while the block and the spec disagree; tests/test_launch.c checks that this validation and
+   the generator's selection accept the same descriptors. */
+/* ---- BEGIN family limits: generated from gen/dcpattn/ by `make limits`, do not edit ---- */
+#define DCPATTN__GQA_HEAD_DIMS 64, 96, 128, 192, 256 /* gqa.lua HEAD_DIMS */
+#define DCPATTN__GQA_HEAD_DIMS_TEXT "64, 96, 128, 192 or 256" /* gqa.lua HEAD_DIMS */
+#define DCPATTN__GQA_MAX_GROUP 64 /* gqa.lua MAX_GROUP */
+#define DCPATTN__MLA_HEAD_DIM 576 /* mla.lua DQK */
+#define DCPATTN__MLA_HEAD_DIM_V 512 /* mla.lua DV */
+#define DCPATTN__MLA_MAX_HEADS 128 /* mla.lua MAX_HQ */
+#define DCPATTN__MLA_PAGE_SIZES 16, 32, 64, 128, 192, 256 /* mla.lua PAGE_SIZES */
+#define DCPATTN__MLA_PAGE_SIZES_TEXT "16, 32, 64, 128, 192 or 256" /* mla.lua PAGE_SIZES */
+#define DCPATTN__MAX_PAGE_SIZE 256 /* tiling.lua MAX_PAGE_SIZE */
+/* ---- END family limits ---- */
+static const int dcpattn__gqa_head_dims[] = {DCPATTN__GQA_HEAD_DIMS};
+static const int dcpattn__mla_page_sizes[] = {DCPATTN__MLA_PAGE_SIZES};
+static int dcpattn__in_list(int x, const int *list, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (list[i] == x)
+            return 1;
+    return 0;
+}
+/* MLA (DeepSeek absorbed decode): V = the first head_dim_v channels of the K row. */
+static int dcpattn__is_mla(const dcpattn_attn_desc *d) {
+    return d->head_dim == DCPATTN__MLA_HEAD_DIM && d->head_dim_v == DCPATTN__MLA_HEAD_DIM_V;
+}
 
+/* Zero means default in a descriptor: bf16, Dv = Dqk, 1/sqrt(head_dim), one rank,
+   interleave 1, max_total_q = max_batch * max_q_len. A default made from invalid values
+   (head_dim <= 0, an overflowing max_batch * max_q_len) stays 0 for validation to name. */
+static void dcpattn__attn_defaults(dcpattn_attn_desc *d) {
+    int64_t t;
+    if (d->dtype == DCPATTN_DTYPE_DEFAULT)
+        d->dtype = DCPATTN_BF16;
+    if (d->head_dim_v == 0)
+        d->head_dim_v = d->head_dim;
+    if (d->softmax_scale == 0.0f && d->head_dim > 0)
+        d->softmax_scale = 1.0f / sqrtf((float)d->head_dim);
+    if (d->dcp_world == 0)
+        d->dcp_world = 1;
+    if (d->dcp_interleave == 0)
+        d->dcp_interleave = 1;
+    if (d->max_total_q == 0 && d->max_batch > 0 && d->max_q_len > 0 && dcpattn__mul(d->max_batch, d->max_q_len, &t) &&
+        t <= INT32_MAX)
+        d->max_total_q = (int)t;
+}
+
+/* A descriptor with its defaults (dcpattn__attn_defaults) in *d, checked. */
 static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpattn_attn_desc *d) {
     int64_t t;
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn desc is NULL");
     *d = *in;
-    if (d->dtype == DCPATTN_DTYPE_DEFAULT)
-        d->dtype = DCPATTN_BF16;
+    dcpattn__attn_defaults(d);
     if (d->dtype != DCPATTN_BF16 && d->dtype != DCPATTN_FP16)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: dtype = %d (bf16 or fp16)", (int)d->dtype);
     if (d->num_q_heads < 1 || d->num_kv_heads < 1)
@@ -2283,40 +2466,37 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
                              "attn: num_q_heads = %d is not a multiple of num_kv_heads = %d", d->num_q_heads,
                              d->num_kv_heads);
-    if (d->head_dim_v == 0)
-        d->head_dim_v = d->head_dim;
     if (d->head_dim < 1 || d->head_dim_v < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: head_dim = %d, head_dim_v = %d (must be >= 1)",
                              d->head_dim, d->head_dim_v);
-    if (d->page_size < 1 || d->page_size > 256)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
+    if (d->page_size < 1 || d->page_size > DCPATTN__MAX_PAGE_SIZE)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..%d)", d->page_size,
+                             DCPATTN__MAX_PAGE_SIZE);
     if (dcpattn__is_mla(d)) {
-        if (d->num_kv_heads != 1 || d->num_q_heads > 128)
+        if (d->num_kv_heads != 1 || d->num_q_heads > DCPATTN__MLA_MAX_HEADS)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: MLA (head_dim 576/512) needs num_kv_heads = 1 and num_q_heads <= 128, got %d and %d",
+                                 "attn: MLA (head_dim %d/%d) needs num_kv_heads = 1 and num_q_heads <= %d, got %d and %d",
+                                 DCPATTN__MLA_HEAD_DIM, DCPATTN__MLA_HEAD_DIM_V, DCPATTN__MLA_MAX_HEADS,
                                  d->num_kv_heads, d->num_q_heads);
-        /* the kernels' 64-token tiles come in by TMA, in boxes that never cross a page */
-        if (d->page_size != 16 && d->page_size != 32 && d->page_size % 64)
-            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: MLA page_size = %d (must be 16, 32 or a multiple of 64)", d->page_size);
+        if (!dcpattn__in_list(d->page_size, dcpattn__mla_page_sizes,
+                              sizeof dcpattn__mla_page_sizes / sizeof dcpattn__mla_page_sizes[0]))
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: MLA page_size = %d (must be %s)", d->page_size,
+                                 DCPATTN__MLA_PAGE_SIZES_TEXT);
     } else {
-        if (d->head_dim != d->head_dim_v || !dcpattn__gqa_head_dim_ok(d->head_dim))
+        if (d->head_dim != d->head_dim_v ||
+            !dcpattn__in_list(d->head_dim, dcpattn__gqa_head_dims,
+                              sizeof dcpattn__gqa_head_dims / sizeof dcpattn__gqa_head_dims[0]))
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: head_dim = %d, head_dim_v = %d (GQA needs equal dims of 64, 96, 128, 192 or 256; MLA 576/512)",
-                                 d->head_dim, d->head_dim_v);
-        if (d->num_q_heads / d->num_kv_heads > 64)
-            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most 64)",
-                                 d->num_q_heads / d->num_kv_heads);
+                                 "attn: head_dim = %d, head_dim_v = %d (GQA needs equal dims of %s; MLA %d/%d)",
+                                 d->head_dim, d->head_dim_v, DCPATTN__GQA_HEAD_DIMS_TEXT, DCPATTN__MLA_HEAD_DIM,
+                                 DCPATTN__MLA_HEAD_DIM_V);
+        if (d->num_q_heads / d->num_kv_heads > DCPATTN__GQA_MAX_GROUP)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: group size num_q_heads/num_kv_heads = %d (at most %d)",
+                                 d->num_q_heads / d->num_kv_heads, DCPATTN__GQA_MAX_GROUP);
     }
-    if (d->softmax_scale == 0.0f)
-        d->softmax_scale = 1.0f / sqrtf((float)d->head_dim);
     if (!(d->softmax_scale > 0.0f) || d->softmax_scale > 1e30f)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: softmax_scale = %g (must be finite and > 0)",
                              (double)d->softmax_scale);
-    if (d->dcp_world == 0)
-        d->dcp_world = 1;
-    if (d->dcp_interleave == 0)
-        d->dcp_interleave = 1;
     if (d->dcp_world < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: dcp_world = %d (must be >= 1)", d->dcp_world);
     if (d->dcp_rank < 0 || d->dcp_rank >= d->dcp_world)
@@ -2332,12 +2512,10 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
                              "attn: max_batch = %d, max_q_len = %d (>= 1), max_seqlen_k = %d, max_total_q = %d (>= 0)",
                              d->max_batch, d->max_q_len, d->max_seqlen_k, d->max_total_q);
-    if (d->max_total_q == 0) {
-        if (!dcpattn__mul(d->max_batch, d->max_q_len, &t) || t > INT32_MAX)
-            return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_batch*max_q_len = %d*%d overflows", d->max_batch,
-                                 d->max_q_len);
-        d->max_total_q = (int)t;
-    } else if (d->max_total_q < d->max_q_len) {
+    if (d->max_total_q == 0) /* its default: max_batch and max_q_len are >= 1 here */
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_batch*max_q_len = %d*%d overflows", d->max_batch,
+                             d->max_q_len);
+    if (d->max_total_q < d->max_q_len) {
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
                              "attn: max_total_q = %d < max_q_len = %d (one sequence alone may have max_q_len rows)",
                              d->max_total_q, d->max_q_len);
@@ -2373,49 +2551,56 @@ dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *desc) {
     return dcpattn__done(dcpattn__attn_normalize(desc, &d));
 }
 
-/* Checks run arguments against a normalized descriptor and fills default strides. */
+/* The block-table width max_seqlen_k needs. */
+static int64_t dcpattn__min_block_table(const dcpattn_attn_desc *d) {
+    return ((int64_t)d->max_seqlen_k + d->page_size - 1) / d->page_size;
+}
+
+/* Zero means default in the run arguments of normalized descriptor d: contiguous strides
+   (MLA: V's those of K when none of V's is given, V being the K row's first channels) and a
+   block table as wide as max_seqlen_k needs. */
+static void dcpattn__attn_args_defaults(const dcpattn_attn_desc *d, dcpattn_attn_args *a) {
+    const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads;
+    const int v_is_k = dcpattn__is_mla(d) && !a->v_stride_h && !a->v_stride_t && !a->v_stride_page;
+    dcpattn__default_rows(&a->q_stride_t, &a->q_stride_h, hq, d->head_dim);
+    dcpattn__default_rows(&a->k_stride_t, &a->k_stride_h, hkv, d->head_dim);
+    dcpattn__default_stride(&a->k_stride_page, d->page_size, a->k_stride_t);
+    if (v_is_k) {
+        a->v_stride_h = a->k_stride_h;
+        a->v_stride_t = a->k_stride_t;
+        a->v_stride_page = a->k_stride_page;
+    }
+    dcpattn__default_rows(&a->v_stride_t, &a->v_stride_h, hkv, d->head_dim_v);
+    dcpattn__default_stride(&a->v_stride_page, d->page_size, a->v_stride_t);
+    dcpattn__default_rows(&a->out_stride_t, &a->out_stride_h, hq, d->head_dim_v);
+    dcpattn__default_rows(&a->lse_stride_t, &a->lse_stride_h, hq, 1);
+    if (!a->block_table_stride)
+        a->block_table_stride = dcpattn__min_block_table(d);
+}
+
+/* Run arguments with their defaults (dcpattn__attn_args_defaults) in *a, checked against a
+   normalized descriptor. */
 static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
                                                    dcpattn_attn_args *a) {
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
-    int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt;
+    int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt = dcpattn__min_block_table(d);
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
     *a = *in;
+    dcpattn__attn_args_defaults(d, a);
     if (a->batch < 0 || a->batch > d->max_batch)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: batch = %d (must be 0..max_batch = %d)", a->batch,
                              d->max_batch);
     {
-        const int64_t st[] = {a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t, a->k_stride_h,
-                              a->v_stride_page, a->v_stride_t, a->v_stride_h, a->out_stride_t, a->out_stride_h,
-                              a->lse_stride_t, a->lse_stride_h, a->block_table_stride};
-        static const char *const nm[] = {"q_stride_t", "q_stride_h", "k_stride_page", "k_stride_t", "k_stride_h",
-                                         "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h",
-                                         "lse_stride_t", "lse_stride_h", "block_table_stride"};
-        int i;
-        for (i = 0; i < 13; i++)
-            if (st[i] < 0)
-                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: %s = %lld (must be >= 0)", nm[i],
-                                     (long long)st[i]);
+        /* the block table's first: it is 0 where max_seqlen_k is */
+        const int64_t st[] = {a->block_table_stride, a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t,
+                              a->k_stride_h, a->v_stride_page, a->v_stride_t, a->v_stride_h, a->out_stride_t,
+                              a->out_stride_h, a->lse_stride_t, a->lse_stride_h};
+        static const char *const nm[] = {"block_table_stride", "q_stride_t", "q_stride_h", "k_stride_page",
+                                         "k_stride_t", "k_stride_h", "v_stride_page", "v_stride_t", "v_stride_h",
+                                         "out_stride_t", "out_stride_h", "lse_stride_t", "lse_stride_h"};
+        DCPATTN__TRY(dcpattn__check_strides("attn", st, nm, 13, 1));
     }
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "q_stride_h", &a->q_stride_h, 1, dqk));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "q_stride_t", &a->q_stride_t, hq, a->q_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_h", &a->k_stride_h, 1, dqk));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_t", &a->k_stride_t, hkv, a->k_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "k_stride_page", &a->k_stride_page, d->page_size, a->k_stride_t));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_h", &a->v_stride_h, 1, dv));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_t", &a->v_stride_t, hkv, a->v_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "v_stride_page", &a->v_stride_page, d->page_size, a->v_stride_t));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "out_stride_h", &a->out_stride_h, 1, dv));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "out_stride_t", &a->out_stride_t, hq, a->out_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "lse_stride_h", &a->lse_stride_h, 1, 1));
-    DCPATTN__TRY(dcpattn__fill_stride("attn", "lse_stride_t", &a->lse_stride_t, hq, a->lse_stride_h));
-    if (dcpattn__is_mla(d) && !in->v_stride_h && !in->v_stride_t && !in->v_stride_page) {
-        a->v_stride_h = a->k_stride_h; /* MLA: V is the K row's first 512 channels */
-        a->v_stride_t = a->k_stride_t;
-        a->v_stride_page = a->k_stride_page;
-    }
-    min_bt = ((int64_t)d->max_seqlen_k + d->page_size - 1) / d->page_size;
-    if (!a->block_table_stride) a->block_table_stride = min_bt;
     if (a->batch == 0)
         return DCPATTN_STATUS_SUCCESS;
 #define DCPATTN__REQUIRE(p)                                                                            \
@@ -2460,13 +2645,9 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                                          "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h"};
         int i;
         for (i = 0; i < 10; i++)
-            if (st[i] < 0 || st[i] % 8)
-                return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                                     "attn: %s = %lld (must be a non-negative multiple of 8 elements)", nm[i],
-                                     (long long)st[i]);
-        if (a->lse_stride_t < 0 || a->lse_stride_h < 0)
-            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_stride_t = %lld, lse_stride_h = %lld (must be >= 0)",
-                                 (long long)a->lse_stride_t, (long long)a->lse_stride_h);
+            if (st[i] % 8)
+                return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "attn: %s = %lld (must be a multiple of 8 elements)",
+                                     nm[i], (long long)st[i]);
     }
     if (a->num_pages < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_pages = %lld (must be >= 1)",
@@ -2524,16 +2705,10 @@ static void dcpattn__setint(lua_State *L, const char *k, lua_Integer v) {
     lua_setfield(L, -2, k);
 }
 
-/* The context's arch as 10 * major + minor ("sm_90a" -> 90); 0 if it does not parse. */
-static int dcpattn__arch_num(const dcpattn_context *ctx) {
-    int arch = 0;
-    return sscanf(ctx->arch, "sm_%d", &arch) == 1 ? arch : 0;
-}
-
 static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_attn_desc *d, char *buf, size_t n) {
     lua_State *L = ctx->L;
     dcpattn__lua_fn(ctx, "select_attn");
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 8);
     lua_pushstring(L, dcpattn__dtype_name(d->dtype));
     lua_setfield(L, -2, "dtype");
     dcpattn__setint(L, "hq", d->num_q_heads);
@@ -2542,9 +2717,6 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
     dcpattn__setint(L, "dv", d->head_dim_v);
     dcpattn__setint(L, "page_size", d->page_size);
     dcpattn__setint(L, "max_q_len", d->max_q_len);
-    dcpattn__setint(L, "max_total_q", d->max_total_q);
-    dcpattn__setint(L, "max_batch", d->max_batch);
-    dcpattn__setint(L, "max_seqlen_k", d->max_seqlen_k);
     dcpattn__setint(L, "arch", dcpattn__arch_num(ctx));
     DCPATTN__TRY(dcpattn__lua_pcall(ctx, 1, 2));
     if (!lua_isstring(L, -2)) {
@@ -2566,21 +2738,23 @@ static int dcpattn__cluster_merge_ok(const dcpattn_context *ctx, const dcpattn__
     return dcpattn__arch_num(ctx) >= 90;
 }
 
-/* CTAs of a variant's kernel that one SM holds, from its shared memory and registers. */
-static int dcpattn__ctas_per_sm(const dcpattn__variant *v) {
-    int per_sm = (228 * 1024) / (v->smem + 1024);
-    if (v->registers > 0 && 65536 / (v->registers * v->threads) < per_sm)
-        per_sm = 65536 / (v->registers * v->threads);
-    if (2048 / v->threads < per_sm)
-        per_sm = 2048 / v->threads;
+/* CTAs of a variant's kernel that one SM of the context's GPU holds, from its shared memory,
+   registers and threads. */
+static int dcpattn__ctas_per_sm(const dcpattn__sm_limits *l, const dcpattn__variant *v) {
+    int per_sm = l->smem_per_sm / (v->smem + l->smem_reserved);
+    if (v->registers > 0 && l->regs_per_sm / (v->registers * v->threads) < per_sm)
+        per_sm = l->regs_per_sm / (v->registers * v->threads);
+    if (l->threads_per_sm / v->threads < per_sm)
+        per_sm = l->threads_per_sm / v->threads;
     return per_sm < 1 ? 1 : per_sm;
 }
 
 /* Split-KV count (FlashAttention-3's rule): the smallest count whose wave efficiency is
-   within 85 % of the best, where a wave is num_sms times the CTAs one SM holds; never splits
-   shorter than four KV tiles. */
-static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
-    const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64, per_sm = dcpattn__ctas_per_sm(v);
+   within 85 % of the best, where a wave is num_sms times the per_sm CTAs one SM holds; never
+   splits shorter than four KV tiles. */
+static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int per_sm, int row_tiles,
+                                const dcpattn__variant *v) {
+    const int kv_tile = v->kv_tile > 0 ? v->kv_tile : 64;
     int64_t base = (int64_t)d->max_batch * d->num_kv_heads * row_tiles, most, s;
     int best_s = 1;
     double eff[DCPATTN_MAX_MERGE_STATES + 1], best = 0;
@@ -2605,7 +2779,8 @@ static int dcpattn__auto_splits(const dcpattn_attn_desc *d, int num_sms, int row
    DCPATTN_SPLITS_BALANCED; the descriptor check made sure MLA asks for it by name only with
    max_batch <= DCPATTN__MLA_BALANCED_MAX_BATCH), else 0. GQA: one wave of the kernel's CTAs
    over the KV heads (a worker per KV head each); MLA: one CTA per SM over the row tiles. */
-static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int row_tiles, const dcpattn__variant *v) {
+static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int per_sm, int row_tiles,
+                                   const dcpattn__variant *v) {
     int64_t w;
     if (d->num_splits != DCPATTN_SPLITS_BALANCED && d->num_splits != 0)
         return 0;
@@ -2614,7 +2789,7 @@ static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int
             return 0;
         w = num_sms / row_tiles;
     } else {
-        w = (int64_t)num_sms * dcpattn__ctas_per_sm(v) / d->num_kv_heads;
+        w = (int64_t)num_sms * per_sm / d->num_kv_heads;
         /* the merge of a cut job lists its pieces (at most one per worker) in the kernel's
            shared memory, after a flag and two floats per row (templates/attn.cuh, finish_cut) */
         if (w > (v->smem - 16 - 8 * (int64_t)v->rows) / 4)
@@ -2687,7 +2862,7 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
                                         dcpattn_attn_plan **out) {
     dcpattn_attn_plan *p;
     dcpattn_status s;
-    int group, num_sms;
+    int group, num_sms, per_sm;
     if (!ctx || !out)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_plan_create: NULL context or out");
     *out = NULL;
@@ -2720,10 +2895,11 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     if (!s) {
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
-        p->workers = dcpattn__balance_workers(&p->d, num_sms, p->row_tiles, p->attn);
+        per_sm = dcpattn__ctas_per_sm(&ctx->limits, p->attn);
+        p->workers = dcpattn__balance_workers(&p->d, num_sms, per_sm, p->row_tiles, p->attn);
         p->num_splits = p->workers ? 1
                         : p->d.num_splits > 0 ? p->d.num_splits
-                                              : dcpattn__auto_splits(&p->d, num_sms, p->row_tiles, p->attn);
+                                              : dcpattn__auto_splits(&p->d, num_sms, per_sm, p->row_tiles, p->attn);
         /* Clusters only for grids of at most one CTA per SM: there the second launch is a
            large share of the step and the cluster merge halves the host cost (H200, 32 CTAs:
            3.5 us against 7.5 us per run, same GPU time); on fuller grids cluster scheduling
@@ -2934,51 +3110,43 @@ static void *dcpattn__nccl_open(char *why, size_t why_size) {
     }
     return dcpattn__dlopen_first("DCPATTN_NCCL_LIBRARY", names, why, why_size);
 }
+static int dcpattn__nccl_init(char *why, size_t n) {
+    if (dcpattn__nccl.GetVersion(&dcpattn__nccl.version) != DCPATTN__NCCL_SUCCESS)
+        snprintf(why, n, "ncclGetVersion failed");
+    else if (dcpattn__nccl.version < DCPATTN__NCCL_MIN_VERSION)
+        snprintf(why, n, "NCCL version code %d is older than 2.10 (needed: bf16, send/recv)", dcpattn__nccl.version);
+    else
+        return 1;
+    return 0;
+}
 #endif
 
 static dcpattn_status dcpattn__load_nccl(void) {
 #ifdef DCPATTN_NO_NCCL
     return dcpattn__fail(DCPATTN_STATUS_NO_NCCL, "NCCL: this build has DCPATTN_NO_NCCL");
 #else
+#define DCPATTN__NCCL_SYM(field, name) DCPATTN__SYM(dcpattn__nccl_api, field, name)
+    static const dcpattn__sym syms[] = {
+        DCPATTN__NCCL_SYM(GetVersion, "ncclGetVersion"),
+        DCPATTN__NCCL_SYM(GetErrorString, "ncclGetErrorString"),
+        DCPATTN__NCCL_SYM(CommCount, "ncclCommCount"),
+        DCPATTN__NCCL_SYM(CommCuDevice, "ncclCommCuDevice"),
+        DCPATTN__NCCL_SYM(CommUserRank, "ncclCommUserRank"),
+        DCPATTN__NCCL_SYM(CommGetAsyncError, "ncclCommGetAsyncError"),
+        DCPATTN__NCCL_SYM(GroupStart, "ncclGroupStart"),
+        DCPATTN__NCCL_SYM(GroupEnd, "ncclGroupEnd"),
+        DCPATTN__NCCL_SYM(Send, "ncclSend"),
+        DCPATTN__NCCL_SYM(Recv, "ncclRecv"),
+        DCPATTN__NCCL_SYM(AllGather, "ncclAllGather"),
+        DCPATTN__NCCL_SYM(ReduceScatter, "ncclReduceScatter"),
+        DCPATTN__NCCL_SYM(AllReduce, "ncclAllReduce"),
+        /* older NCCL has no detail message */
+        DCPATTN__SYM_OPTIONAL(dcpattn__nccl_api, GetLastError, "ncclGetLastError"),
+        {NULL, 0, 0}};
+#undef DCPATTN__NCCL_SYM
     static char why[1024];
-    const char *missing = NULL;
-    void *lib;
-    pthread_mutex_lock(&dcpattn__lib_lock);
-    if (!dcpattn__nccl.tried) {
-        dcpattn__nccl.tried = 1;
-        lib = dcpattn__nccl_open(why, sizeof why);
-        if (lib) {
-            void *p;
-            DCPATTN__SYM(lib, dcpattn__nccl, GetVersion, "ncclGetVersion");
-            DCPATTN__SYM(lib, dcpattn__nccl, GetErrorString, "ncclGetErrorString");
-            DCPATTN__SYM(lib, dcpattn__nccl, CommCount, "ncclCommCount");
-            DCPATTN__SYM(lib, dcpattn__nccl, CommCuDevice, "ncclCommCuDevice");
-            DCPATTN__SYM(lib, dcpattn__nccl, CommUserRank, "ncclCommUserRank");
-            DCPATTN__SYM(lib, dcpattn__nccl, CommGetAsyncError, "ncclCommGetAsyncError");
-            DCPATTN__SYM(lib, dcpattn__nccl, GroupStart, "ncclGroupStart");
-            DCPATTN__SYM(lib, dcpattn__nccl, GroupEnd, "ncclGroupEnd");
-            DCPATTN__SYM(lib, dcpattn__nccl, Send, "ncclSend");
-            DCPATTN__SYM(lib, dcpattn__nccl, Recv, "ncclRecv");
-            DCPATTN__SYM(lib, dcpattn__nccl, AllGather, "ncclAllGather");
-            DCPATTN__SYM(lib, dcpattn__nccl, ReduceScatter, "ncclReduceScatter");
-            DCPATTN__SYM(lib, dcpattn__nccl, AllReduce, "ncclAllReduce");
-            p = dlsym(lib, "ncclGetLastError"); /* optional: older NCCL has no detail message */
-            memcpy(&dcpattn__nccl.GetLastError, &p, sizeof p);
-            if (missing)
-                snprintf(why, sizeof why, "libnccl lacks %s", missing);
-            else if (dcpattn__nccl.GetVersion(&dcpattn__nccl.version) != DCPATTN__NCCL_SUCCESS)
-                snprintf(why, sizeof why, "ncclGetVersion failed");
-            else if (dcpattn__nccl.version < DCPATTN__NCCL_MIN_VERSION)
-                snprintf(why, sizeof why, "NCCL version code %d is older than 2.10 (needed: bf16, send/recv)",
-                         dcpattn__nccl.version);
-            else
-                dcpattn__nccl.ok = 1;
-        }
-    }
-    pthread_mutex_unlock(&dcpattn__lib_lock);
-    if (!dcpattn__nccl.ok)
-        return dcpattn__fail(DCPATTN_STATUS_NO_NCCL, "NCCL: %s", why[0] ? why : "not loaded");
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__load_once(&dcpattn__nccl.tried, &dcpattn__nccl.ok, &dcpattn__nccl, syms, dcpattn__nccl_open,
+                              dcpattn__nccl_init, why, sizeof why, "libnccl", DCPATTN_STATUS_NO_NCCL, "NCCL");
 #endif
 }
 
@@ -3044,16 +3212,10 @@ typedef struct dcpattn__dcp_plan {
 
 static size_t dcpattn__align256(size_t x) { return (x + 255u) & ~(size_t)255u; }
 
-static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in, dcpattn__dcp_plan *p,
-                                             int check_buffers) {
-    dcpattn_dcp_combine_args *a = &p->a;
-    int64_t th, thd, total, span_o, span_lse, span_out, span_lse_out;
-    size_t sz[5];
-    int i, out_heads, scatter;
-    memset(p, 0, sizeof *p);
-    if (!in)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: args is NULL");
-    *a = *in;
+/* Zero means default in combine arguments: one rank, A2A, bf16 in, out and comm as in,
+   contiguous strides (out and lse_out of this rank's heads when scattered). */
+static void dcpattn__dcp_defaults(dcpattn_dcp_combine_args *a) {
+    int64_t out_heads;
     if (a->world == 0)
         a->world = 1;
     if (a->transport == DCPATTN_DCP_TRANSPORT_DEFAULT)
@@ -3064,6 +3226,24 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         a->out_dtype = a->in_dtype;
     if (a->comm_dtype == DCPATTN_DTYPE_DEFAULT)
         a->comm_dtype = a->in_dtype;
+    out_heads = a->layout == DCPATTN_DCP_SCATTER && a->world > 0 ? a->heads / a->world : a->heads;
+    dcpattn__default_rows(&a->o_stride_t, &a->o_stride_h, a->heads, a->head_dim);
+    dcpattn__default_rows(&a->lse_stride_t, &a->lse_stride_h, a->heads, 1);
+    dcpattn__default_rows(&a->out_stride_t, &a->out_stride_h, out_heads, a->head_dim);
+    dcpattn__default_rows(&a->lse_out_stride_t, &a->lse_out_stride_h, out_heads, 1);
+}
+
+static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in, dcpattn__dcp_plan *p,
+                                             int check_buffers) {
+    dcpattn_dcp_combine_args *a = &p->a;
+    int64_t th, thd, total, span_o, span_lse, span_out, span_lse_out;
+    size_t sz[5];
+    int i, out_heads, scatter;
+    memset(p, 0, sizeof *p);
+    if (!in)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: args is NULL");
+    *a = *in;
+    dcpattn__dcp_defaults(a);
     if (a->world < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: world = %d (must be >= 1)", a->world);
     if (a->world > DCPATTN_MAX_MERGE_STATES)
@@ -3112,32 +3292,9 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "dcp_combine: world*rows*heads*head_dim = %d*%d*%d*%d overflows",
                              a->world, a->rows, a->heads, a->head_dim);
     {
-        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
-                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
-        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
-                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
-        for (i = 0; i < 8; i++)
-            if (st[i] < 0)
-                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
-                                     "dcp_combine: %s = %lld (must be >= 0; 0: contiguous)", nm[i], (long long)st[i]);
+        const int64_t st[8] = DCPATTN__STATE_STRIDES(a);
+        DCPATTN__TRY(dcpattn__check_state_strides("dcp_combine", st, a->in_dtype, a->out_dtype));
     }
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_stride_h", &a->lse_stride_h, 1, 1));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_stride_t", &a->lse_stride_t, a->heads, a->lse_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "out_stride_h", &a->out_stride_h, 1, a->head_dim));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "out_stride_t", &a->out_stride_t, out_heads, a->out_stride_h));
-    DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_out_stride_h", &a->lse_out_stride_h, 1, 1));
-    DCPATTN__TRY(
-        dcpattn__fill_stride("dcp_combine", "lse_out_stride_t", &a->lse_out_stride_t, out_heads, a->lse_out_stride_h));
-    if (a->o_stride_t % (16 / p->isz) || a->o_stride_h % (16 / p->isz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "dcp_combine: o_stride_t = %lld, o_stride_h = %lld (must be multiples of 16 bytes of %s)",
-                             (long long)a->o_stride_t, (long long)a->o_stride_h, dcpattn__dtype_name(a->in_dtype));
-    if (a->out_stride_t % (16 / p->osz) || a->out_stride_h % (16 / p->osz))
-        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                             "dcp_combine: out_stride_t = %lld, out_stride_h = %lld (must be multiples of 16 bytes of %s)",
-                             (long long)a->out_stride_t, (long long)a->out_stride_h, dcpattn__dtype_name(a->out_dtype));
     if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
         !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
         !dcpattn__span(a->rows, a->out_stride_t, out_heads, a->out_stride_h, a->head_dim, &span_out) ||

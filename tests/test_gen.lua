@@ -17,7 +17,7 @@ local dcpattn = require "dcpattn"
 local render = require "dcpattn.render"
 local util = require "dcpattn.util"
 
-local format, find, match, gsub = string.format, string.find, string.match, string.gsub
+local format, find, match, gsub, gmatch = string.format, string.find, string.match, string.gsub, string.gmatch
 
 local passed, failed = 0, 0
 local function check(cond, fmt, ...)
@@ -106,7 +106,8 @@ end
 
 -- ===================================== the public table =====================================
 do
-    local want = { "parse", "name", "validate", "default_set", "select_attn", "render", "abi_from_header" }
+    local want = { "parse", "name", "validate", "default_set", "select_attn", "render", "abi_from_header",
+        "c_limits", "splice_limits" }
     local have = {}
     for k, v in pairs(dcpattn) do have[k] = type(v) end
     for _, k in ipairs(want) do
@@ -240,8 +241,7 @@ end
 -- ===================================== tiling heuristic =====================================
 do
     local function desc(t)
-        local d = { dtype = "bf16", hq = 64, hkv = 8, dqk = 128, dv = 128, page_size = 16, max_q_len = 1,
-            max_total_q = 64, max_batch = 64, max_seqlen_k = 8192 }
+        local d = { dtype = "bf16", hq = 64, hkv = 8, dqk = 128, dv = 128, page_size = 16, max_q_len = 1 }
         for k, v in pairs(t) do d[k] = v end
         return d
     end
@@ -257,7 +257,8 @@ do
         { { hq = 64, hkv = 1, dqk = 64, dv = 64 }, "gqa_bf16_d64_g64_m64" },
         { { dtype = "fp16", dqk = 256, dv = 256 }, "gqa_fp16_d256_g8_m16" },
         { { dv = 0 }, "gqa_bf16_d128_g8_m16" },
-        { { max_q_len = 0, page_size = 0, max_total_q = 0 }, "gqa_bf16_d128_g8_m16" },
+        { { max_q_len = 0, page_size = 0 }, "gqa_bf16_d128_g8_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m64" },
         -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
         { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
@@ -276,6 +277,9 @@ do
         { { dqk = 576, dv = 512, hkv = 2, hq = 128 }, "hkv" },
         { { hq = 128, hkv = 1 }, "group" },
         { { page_size = 512 }, "page_size" },
+        { { page_size = 257 }, "expected 1..256" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 48 }, "page_size = 48: MLA takes 16, 32, 64" },
+        { { max_batch = 4 }, "unknown descriptor field 'max_batch'" },
         { { max_q_len = -1 }, "max_q_len" },
         { { arch = -90 }, "arch" },
         { { dtype = "fp32" }, "unknown dtype 'fp32'" },
@@ -463,22 +467,247 @@ do
     local none, e = dcpattn.abi_from_header("#define DCPATTN_KERNEL_ABIX 1\n")
     check(none == nil and find(e, ": error: no #define DCPATTN_KERNEL_ABI", 1, true), "no macro: %s", tostring(e))
 
-    -- byte-identical to the C preprocessor's stringization, where a compiler is at hand
+    -- byte-identical to the C preprocessor's stringization, where a compiler is at hand (the
+    -- ABI is in the implementation half: its includes need Lua's headers)
     local cc = os.getenv("CC") or "cc"
     local _, _, has_cc = run("command -v " .. cc .. " >/dev/null")
     if has_cc == 0 and abi_text then
-        write_file(TMP .. "/abi.c", '#include <stdio.h>\n#include "' .. ROOT .. '/include/dcpattn.h"\n'
+        write_file(TMP .. "/abi.c", '#define DCPATTN_IMPLEMENTATION\n#include "' .. ROOT .. '/include/dcpattn.h"\n'
             .. "#define S2(...) #__VA_ARGS__\n#define S(...) S2(__VA_ARGS__)\n"
-            .. "int main(void) { fputs(S(DCPATTN_KERNEL_ABI), stdout); return 0; }\n")
-        local out, err2, code = run(format("%s -o %s %s && %s", cc, sh_quote(TMP .. "/abi"),
-            sh_quote(TMP .. "/abi.c"), sh_quote(TMP .. "/abi")))
+            .. "ABI_PROBE S(DCPATTN_KERNEL_ABI) ABI_PROBE\n")
+        local out, err2, code = run(format("%s -E -P $(pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4) %s",
+            cc, sh_quote(TMP .. "/abi.c")))
         if code == 0 then
+            out = match(out, 'ABI_PROBE "(.-)" ABI_PROBE') or out
             check(out == abi_text, "ABI differs from the C stringization:\n  C:   %s\n  Lua: %s", out, abi_text)
         else
             note("could not build the stringization probe (%s); skipped", err2:match("[^\n]*"))
         end
     else
         note("no C compiler: ABI not compared with the C stringization")
+    end
+end
+
+-- ===================================== the family limits in C ==============================
+-- include/dcpattn.h validates descriptors without the generator, from a block written from the
+-- spec (make limits): it must be the generator's block, and the generator's numbers must be
+-- what its own parsing and selection accept.
+do
+    local block = dcpattn.c_limits()
+    local s, e = find(header or "", block, 1, true)
+    check(s and not find(header, block, e + 1, true),
+        "include/dcpattn.h does not carry the generator's family limits once (run make limits); they are:\n%s", block)
+    check(dcpattn.splice_limits(header or "") == header, "splice_limits changes the current header")
+    local stale = gsub(header or "", "(#define DCPATTN__GQA_MAX_GROUP )%d+", "%165", 1)
+    check(stale ~= header and dcpattn.splice_limits(stale) == header, "splice_limits restores a stale block")
+    for _, c in ipairs {
+        { "int x;\n", "no line" },
+        { block .. block, "stands twice" },
+        { "x " .. block, "not a line of its own" },
+        { (gsub(block, "^(.-\n)(.*\n)(/%* %-%-%-%- END[^\n]*\n)$", "%3%2%1")), "comes before" },
+    } do
+        local out, err = dcpattn.splice_limits(c[1], "h.h")
+        check(not out and is_error(err, "h.h") and find(err, c[2], 1, true), "splice_limits: %s", tostring(err))
+    end
+
+    -- the numbers of a #define of the block
+    local function numbers(name)
+        local v = match(block, "\n#define DCPATTN__" .. name .. " ([%d, ]+) /%*")
+        local t = {}
+        for n in gmatch(v or "", "%d+") do t[tonumber(n)] = true end
+        return t, v ~= nil
+    end
+    local function accepted(lo, hi, ok)
+        local t = {}
+        for x = lo, hi do if ok(x) then t[x] = true end end
+        return t
+    end
+    local function same(a, b)
+        for k in pairs(a) do if not b[k] then return false end end
+        for k in pairs(b) do if not a[k] then return false end end
+        return true
+    end
+    local function one(name) local t = numbers(name); return next(t) end
+    local dims, has = numbers("GQA_HEAD_DIMS")
+    check(has and same(dims, accepted(0, 1100, function(d) return dcpattn.parse(format("gqa_bf16_d%d_g1_m16", d)) end)),
+        "DCPATTN__GQA_HEAD_DIMS is not the set of head dims the generator accepts")
+    local max_group = one("GQA_MAX_GROUP")
+    check(max_group and same(accepted(1, max_group, function() return true end),
+        accepted(0, 1000, function(g) return dcpattn.parse(format("gqa_bf16_d128_g%d_m16", g)) end)),
+        "DCPATTN__GQA_MAX_GROUP is not the generator's largest group")
+    local max_hq = one("MLA_MAX_HEADS")
+    check(max_hq and same(accepted(1, max_hq, function() return true end),
+        accepted(0, 1000, function(h) return dcpattn.parse(format("mla_bf16_h%d_m64", h)) end)),
+        "DCPATTN__MLA_MAX_HEADS is not the generator's largest MLA head count")
+    local dqk, dv = one("MLA_HEAD_DIM"), one("MLA_HEAD_DIM_V")
+    local function desc(t)
+        local d = { dtype = "bf16", hq = 8, hkv = 1, dqk = 128, dv = 128, page_size = 16, max_q_len = 1 }
+        for k, v in pairs(t) do d[k] = v end
+        return d
+    end
+    check(dqk and dv and match(dcpattn.select_attn(desc { dqk = dqk, dv = dv }) or "", "^mla_"),
+        "DCPATTN__MLA_HEAD_DIM/_V %s/%s are not what selects MLA", tostring(dqk), tostring(dv))
+    local max_page = one("MAX_PAGE_SIZE")
+    check(max_page and same(accepted(1, max_page, function() return true end),
+        accepted(1, 2000, function(p) return dcpattn.select_attn(desc { page_size = p }) end)),
+        "DCPATTN__MAX_PAGE_SIZE is not the largest GQA page the generator accepts")
+    check(same(numbers("MLA_PAGE_SIZES"),
+        accepted(1, 2000, function(p) return dcpattn.select_attn(desc { dqk = dqk, dv = dv, page_size = p }) end)),
+        "DCPATTN__MLA_PAGE_SIZES is not the set of MLA pages the generator accepts")
+    for _, name in ipairs { "GQA_HEAD_DIMS", "MLA_PAGE_SIZES" } do
+        local list = match(block, "\n#define DCPATTN__" .. name .. " ([%d, ]+) /%*") or ""
+        local text = match(block, "\n#define DCPATTN__" .. name .. '_TEXT "([^"]*)"') or ""
+        check(gsub(text, " or ", ", ") == list, "%s_TEXT '%s' is not the list %s", name, text, list)
+    end
+
+    -- the CLI rewrites a stale block, and only a stale one
+    local lua = os.getenv("LUA") or "lua5.4"
+    local copy = TMP .. "/dcpattn.h"
+    write_file(copy, stale)
+    local gen = lua .. " " .. sh_quote(ROOT .. "/gen/dcpattn-gen") .. " -v --limits " .. sh_quote(copy)
+    local _, err, code = run(gen)
+    check(code == 0 and find(err, "wrote " .. copy, 1, true) and read_file(copy) == header,
+        "--limits rewrites a stale block: %s", err)
+    _, err, code = run(gen)
+    check(code == 0 and find(err, "unchanged " .. copy, 1, true), "--limits leaves a current block: %s", err)
+    write_file(copy, "int x;\n")
+    _, err, code = run(gen)
+    check(code == 1 and find(err, copy .. ": error: no line", 1, true) and read_file(copy) == "int x;\n",
+        "--limits on a file without the block: %s", err)
+end
+
+-- ================================ the grammar in docs/architecture.md ========================
+-- What the docs say a variant name is must be what the CLI accepts: the families, the element
+-- types of each, the values of each numeric field, the spellings of the element types.
+do
+    local doc = read_file(ROOT .. "/docs/architecture.md") or ""
+    local section = match(doc, "\n## Canonical variant names\n(.-)\n## ") or ""
+    local grammar = match(section, "\n```\n(.-)```") or ""
+    check(grammar ~= "", "docs/architecture.md: no grammar block under 'Canonical variant names'")
+    local rules = {}
+    for lhs, rhs in gmatch(grammar, "([%w_]+)%s*=%s*([^\n]*)") do
+        rules[lhs] = match(gsub(rhs, "%s*%b()%s*$", ""), "^(.-)%s*$")
+    end
+    local function alternatives(rhs)
+        local t = {}
+        for w in gmatch(rhs or "", "[^|%s]+") do t[#t + 1] = w end
+        return t
+    end
+    -- the table of numeric fields: `X` -> { [family or "*"] = set }
+    local fields = {}
+    for sym, values in gmatch(section, "\n| `([%w_]+)`[^|]*| ([^|\n]+) |") do
+        local per = {}
+        for part in gmatch(values .. ";", "([^;]+);") do
+            local fam, rest = match(part, "^%s*(%u+)%s+(.*)$")
+            local set = {}
+            local lo, hi = match(rest or part, "^%s*(%d+)%s*%.%.%s*(%d+)%s*$")
+            if lo then
+                for x = tonumber(lo), tonumber(hi) do set[x] = true end
+            else
+                for n in gmatch(rest or part, "%d+") do set[tonumber(n)] = true end
+            end
+            per[fam and fam:lower() or "*"] = set
+        end
+        fields[sym] = per
+    end
+    local families = {}
+    for _, n in ipairs(defaults) do families[match(n, "^(%l+)_")] = true end
+    local listed = {}
+    for _, f in ipairs(alternatives(rules.name)) do listed[f] = true end
+    for f in pairs(families) do check(listed[f] and rules[f], "docs/architecture.md: family %s missing", f) end
+    for f in pairs(listed) do check(families[f], "docs/architecture.md: family %s does not exist", f) end
+
+    local good, bad = {}, {}
+    for fam in pairs(families) do
+        local parts = {}
+        local rhs = rules[fam] or ""
+        for lit, sym in gmatch(rhs, '"([^"]*)"%s*([%w_]*)') do
+            parts[#parts + 1] = { lit = lit }
+            if sym ~= "" then parts[#parts + 1] = { sym = sym } end
+        end
+        -- the name with value `v` in part k and the first value of every other part
+        local firsts = {}
+        for k, p in ipairs(parts) do
+            if p.sym and rules[p.sym] then
+                p.values = alternatives(rules[p.sym])
+            elseif p.sym then
+                local per = fields[p.sym] or {}
+                local set = per[fam] or per["*"] or {}
+                p.set = set
+                p.values = util.sorted_keys(set)
+                table.sort(p.values)
+            end
+            if p.sym then
+                check(#p.values > 0, "docs/architecture.md: no values for %s of %s", p.sym, fam)
+                firsts[k] = tostring(p.values[1])
+            end
+        end
+        local function name_with(k, v)
+            local out = {}
+            for i, p in ipairs(parts) do out[#out + 1] = p.lit or (i == k and tostring(v) or firsts[i]) end
+            return table.concat(out)
+        end
+        for k, p in ipairs(parts) do
+            if p.set then -- a number: accepted exactly for the documented values
+                local hi = p.values[#p.values] or 0
+                for x = 0, 2 * hi + 64 do
+                    local ok = dcpattn.parse(name_with(k, x)) ~= nil
+                    if ok ~= (p.set[x] == true) then
+                        check(false, "docs/architecture.md says %s %s %d for %s; the generator %s it", p.sym,
+                            p.set[x] and "allows" or "does not allow", x, fam, ok and "accepts" or "rejects")
+                    end
+                end
+                good[#good + 1] = name_with(k, p.values[#p.values])
+                bad[#bad + 1] = name_with(k, hi + 1)
+            elseif p.values then -- an element type: accepted exactly for the documented ones
+                local doc_set = {}
+                for _, t in ipairs(p.values) do doc_set[t] = true end
+                for _, t in ipairs(util.sorted_keys(require("dcpattn.types").info)) do
+                    local ok = dcpattn.parse(name_with(k, t)) ~= nil
+                    check(ok == (doc_set[t] == true), "docs/architecture.md: %s of %s %s %s; the generator %s it",
+                        p.sym, fam, doc_set[t] and "includes" or "excludes", t, ok and "accepts" or "rejects")
+                    if doc_set[t] then good[#good + 1] = name_with(k, t) else bad[#bad + 1] = name_with(k, t) end
+                end
+            end
+        end
+    end
+    local function unique(t)
+        local seen, u = {}, {}
+        for _, n in ipairs(t) do
+            if not seen[n] then seen[n], u[#u + 1] = true, n end
+        end
+        return u
+    end
+    good, bad = unique(good), unique(bad)
+    local gen = sh_quote(ROOT .. "/gen/dcpattn-gen")
+    local out, err, code = run(gen .. " " .. table.concat(good, " "))
+    check(code == 0 and out == table.concat(good, "\n") .. "\n", "the CLI rejects names the docs allow: %s", err)
+    out, err, code = run(gen .. " " .. table.concat(bad, " "))
+    local _, nerr = gsub(err, "<command line>:%d+: error: ", "")
+    check(code == 1 and out == "" and nerr == #bad, "the CLI accepts names the docs do not allow (%d errors for %d): %s",
+        nerr, #bad, err)
+
+    -- the spellings of the element types
+    local bullet = match(section, "\n%- Element types may be spelled (.-)\n%- ") or ""
+    local spelled, pending = {}, {}
+    for tok in gmatch(bullet, "[`(][%w]+[`)]") do
+        local w = tok:sub(2, -2)
+        if tok:sub(1, 1) == "`" then
+            pending[#pending + 1] = w
+        else
+            for _, a in ipairs(pending) do spelled[a] = w end
+            pending = {}
+        end
+    end
+    local aliases = require("dcpattn.types").aliases
+    check(next(spelled) ~= nil, "docs/architecture.md: no element type spellings found")
+    for a, c in pairs(aliases) do
+        if a ~= c then check(spelled[a] == c, "docs/architecture.md: spelling %s (%s) not documented", a, c) end
+    end
+    for a, c in pairs(spelled) do
+        check(aliases[a] == c, "docs/architecture.md: spelling %s of %s, the generator: %s", a, c, tostring(aliases[a]))
+        local spec = dcpattn.parse("merge_" .. a .. "_" .. c)
+        check(spec and spec.in_dtype == c, "merge_%s_%s does not parse as %s", a, c, c)
     end
 end
 

@@ -5,6 +5,7 @@ local M = {}
 
 local pairs, ipairs = pairs, ipairs
 local format = string.format
+local concat = table.concat
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
 
@@ -69,12 +70,7 @@ M.max_group = MAX_GROUP
 -- on sm_90+ (`arch` >= 90) the wgmma tile from WGMMA_FROM_ROWS rows on, where it exists.
 function M.m_tile_for(rows, head_dim, arch)
     if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim) then return 64 end
-    local best, largest
-    for m in pairs(M_TILES) do
-        if m >= rows and (not best or m < best) then best = m end
-        if not largest or m > largest then largest = m end
-    end
-    return best or largest
+    return util.tile_for(M_TILES, rows)
 end
 
 local show = util.show
@@ -84,7 +80,7 @@ util.family(M, { { "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile",
     if not dtype then return nil, err end
     local d = util.int(spec.head_dim)
     if not d or not HEAD_DIMS[d] then
-        return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim), M.head_dims)
+        return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim), concat(M.head_dims, ", "))
     end
     local g = util.int(spec.group)
     if not g or g < 1 or g > MAX_GROUP then
@@ -93,7 +89,7 @@ util.family(M, { { "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile",
     end
     local m = util.int(spec.m_tile)
     if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), M.m_tiles)
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), concat(M.m_tiles, ", "))
     end
     return { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }
 end)
@@ -116,17 +112,14 @@ end
 
 function M.bindings(spec, name)
     local t = traits(spec)
-    return {
-        NAME = name,
-        T = types.info[spec.dtype].ctype,
+    return util.attn_bindings(spec, name, t, {
         HEAD_DIM = spec.head_dim,
         GROUP = spec.group,
         M_TILE = spec.m_tile,
-        THREADS = t.threads,
         KV_TILE = t.kv_tile,
         STAGES = t.stages,
         WGMMA = t.wgmma and "true" or "false",
-    }
+    })
 end
 
 function M.meta(spec)

@@ -10,6 +10,7 @@ local spec = require "dcpattn.spec"
 local tiling = require "dcpattn.tiling"
 local render = require "dcpattn.render"
 local abi = require "dcpattn.abi"
+local limits = require "dcpattn.limits"
 
 -- parse(name [, where]) -> spec | nil, err. `where` ("file:line") defaults to spec:1.
 M.parse = spec.parse
@@ -49,5 +50,12 @@ end
 -- abi_from_header(text of include/dcpattn.h) -> the DCPATTN_KERNEL_ABI body as one line,
 -- as the C preprocessor's stringization gives it | nil, err.
 M.abi_from_header = function(text) return abi.from_header(text) end
+
+-- c_limits() -> the block of family limits include/dcpattn.h carries, as C.
+M.c_limits = limits.c_block
+
+-- splice_limits(text of include/dcpattn.h [, where]) -> the text with that block rewritten
+-- | nil, err.
+M.splice_limits = limits.splice
 
 return M

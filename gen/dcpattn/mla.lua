@@ -6,6 +6,7 @@ local M = {}
 
 local ipairs = ipairs
 local format = string.format
+local concat = table.concat
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
 
@@ -21,6 +22,9 @@ local KV_TILE = 64
 local STAGES = 2
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
+-- Page sizes a descriptor may have: the 64-token tiles come in by TMA, in boxes of
+-- min(page_size, 64) tokens that never cross a page.
+local PAGE_SIZES = { 16, 32, 64, 128, 192, 256 }
 
 -- The AOT set.
 local DEFAULT_DTYPES = { "bf16" }
@@ -29,14 +33,15 @@ local DEFAULT_HQ = { 16, 32, 64, 128 }
 -- ---------------------------------------------------------------------------------------------
 
 M.max_hq = MAX_HQ
+M.m_tiles = util.sorted_numbers(M_TILES)
+M.page_sizes = PAGE_SIZES
 
--- The M tile for `rows` packed query rows (one size today).
+-- The M tile for `rows` packed query rows.
 function M.m_tile_for(rows)
-    return 64
+    return util.tile_for(M_TILES, rows)
 end
 
 local show = util.show
-local M_TILE_LIST = util.sorted_numbers(M_TILES)
 
 util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
     local dtype, err = util.dtype(spec.dtype, DTYPES, "")
@@ -47,7 +52,7 @@ util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
     end
     local m = util.int(spec.m_tile)
     if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), M_TILE_LIST)
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), concat(M.m_tiles, ", "))
     end
     return { family = "mla", dtype = dtype, hq = hq, m_tile = m }
 end)
@@ -71,13 +76,10 @@ end
 
 function M.bindings(spec, name)
     local t = traits(spec)
-    return {
-        NAME = name,
-        T = types.info[spec.dtype].ctype,
+    return util.attn_bindings(spec, name, t, {
         GROUP = spec.hq,
-        THREADS = t.threads,
         SMEM = t.smem, -- checked against the kernel's own layout (MlaTraits::SMEM_BYTES)
-    }
+    })
 end
 
 function M.meta(spec)

@@ -5,6 +5,7 @@ local M = {}
 
 local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
 local format = string.format
+local concat = table.concat
 local util = require "dcpattn.util"
 local spec = require "dcpattn.spec"
 local gqa = require "dcpattn.gqa"
@@ -12,9 +13,12 @@ local mla = require "dcpattn.mla"
 
 M.DEFAULT_WHERE = "desc:1"
 
+-- Largest page of a paged KV cache, in tokens, for every family (MLA allows fewer sizes:
+-- mla.page_sizes).
+M.MAX_PAGE_SIZE = 256
+
 local FIELDS = {
-    dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
-    max_q_len = true, max_total_q = true, max_batch = true, max_seqlen_k = true, arch = true,
+    dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true, max_q_len = true, arch = true,
 }
 
 -- desc.<key> as an integer >= lo; `default` when nil or 0 and a default exists.
@@ -29,7 +33,7 @@ local function field(desc, key, lo, default)
 end
 
 -- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16", hq, hkv, dqk, dv,
--- page_size, max_q_len, max_total_q, max_batch, max_seqlen_k [, arch] }, or nil, err.
+-- page_size, max_q_len [, arch] }, or nil, err.
 -- arch: the compute capability as 10 * major + minor (90 for sm_90a); 0 or absent: any.
 function M.attn(desc, where)
     where = where or M.DEFAULT_WHERE
@@ -42,8 +46,7 @@ function M.attn(desc, where)
     local v = {}
     local checks = {
         { "hq", 1 }, { "hkv", 1 }, { "dqk", 1 }, { "dv", 1, "dqk" }, { "page_size", 1, 16 },
-        { "max_q_len", 1, 1 }, { "max_batch", 0, 0 }, { "max_total_q", 0, 0 }, { "max_seqlen_k", 0, 0 },
-        { "arch", 0, 0 },
+        { "max_q_len", 1, 1 }, { "arch", 0, 0 },
     }
     for _, c in ipairs(checks) do
         local default = c[3]
@@ -52,8 +55,8 @@ function M.attn(desc, where)
         if not n then return nil, util.err(where, "%s", err) end
         v[c[1]] = n
     end
-    if v.page_size > 256 then
-        return nil, util.err(where, "page_size = %d: expected 1..256", v.page_size)
+    if v.page_size > M.MAX_PAGE_SIZE then
+        return nil, util.err(where, "page_size = %d: expected 1..%d", v.page_size, M.MAX_PAGE_SIZE)
     end
     if v.dqk == mla.DQK and v.dv == mla.DV then
         if v.hkv ~= 1 then
@@ -61,6 +64,11 @@ function M.attn(desc, where)
         end
         if v.hq > mla.max_hq then
             return nil, util.err(where, "hq = %d: MLA supports at most %d query heads per rank", v.hq, mla.max_hq)
+        end
+        local page_ok = false
+        for _, p in ipairs(mla.page_sizes) do page_ok = page_ok or p == v.page_size end
+        if not page_ok then
+            return nil, util.err(where, "page_size = %d: MLA takes %s", v.page_size, concat(mla.page_sizes, ", "))
         end
         return spec.name({
             family = "mla",

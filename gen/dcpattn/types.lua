@@ -16,6 +16,7 @@ local ALIASES = {
     fp16 = "fp16", f16 = "fp16", float16 = "fp16", half = "fp16",
     fp32 = "fp32", f32 = "fp32", float32 = "fp32", float = "fp32",
 }
+M.aliases = ALIASES -- read only: spelling -> canonical name, the canonical names included
 
 -- Canonical dtype name of `s` if it is one of `allowed` (an array of canonical names).
 function M.canonical(s, allowed)

@@ -52,13 +52,23 @@ function M.sorted_keys(t)
     return keys
 end
 
--- Sorted integer keys of a table as "a, b, c", for messages.
+-- Sorted integer keys of a table, as an array.
 function M.sorted_numbers(t)
     local ks = {}
     for k in pairs(t) do ks[#ks + 1] = k end
     sort(ks)
-    for i = 1, #ks do ks[i] = tostring(ks[i]) end
-    return concat(ks, ", ")
+    return ks
+end
+
+-- The smallest key of `tiles` (a table keyed by tile size) that holds `rows`, else the
+-- largest (the rows then span several tiles).
+function M.tile_for(tiles, rows)
+    local best, largest
+    for m in pairs(tiles) do
+        if m >= rows and (not best or m < best) then best = m end
+        if not largest or m > largest then largest = m end
+    end
+    return best or largest
 end
 
 -- ---- family modules (gen/dcpattn/<family>.lua) ----
@@ -119,6 +129,14 @@ function M.family(F, layout, check)
         for i, f in ipairs(layout) do parts[i + 1] = (f[2] or "") .. spec[f[1]] end
         return concat(parts, "_")
     end
+end
+
+-- Bindings of an attention instance template (gqa, mla): NAME, the element type T and the
+-- THREADS of traits t, and the family's `extra` bindings.
+function M.attn_bindings(spec, name, t, extra)
+    local b = { NAME = name, T = types.info[spec.dtype].ctype, THREADS = t.threads }
+    for k, v in pairs(extra) do b[k] = v end
+    return b
 end
 
 -- meta of an attention variant (gqa, mla): the launch numbers of its traits t (threads, smem,
