@@ -4,11 +4,15 @@
 #   make demo       the main job: a JIT-compiled merge checked and timed on the GPU, or,
 #                   with no GPU, the default set compiled and tabulated
 #   make test       CPU tests, then GPU tests when a GPU is visible
+#   make test-gpu   the GPU test programs alone (each says so when it finds no GPU)
 #   make bench      the benchmark (needs a GPU)
+#   make limits     rewrite the family limits in include/dcpattn.h from the generator's spec
 #   make install    PREFIX=/usr/local DESTDIR=; make uninstall (same variables) removes it
 # Each of demo/test checks for Lua 5.4 (lua5.4, liblua5.4-dev) and installs it with apt-get
 # when it is missing, before anything that needs it is built (deps is an order-only
-# prerequisite of those rules, so make -j runs it first). Switches: NO_NCCL=1, V=1.
+# prerequisite of those rules, so make -j runs it first). Switch: V=1 shows the commands.
+# Nothing is linked from CUDA or NCCL: the library opens the driver, NVRTC and NCCL at run
+# time, so deps only reports whether they are there.
 
 PREFIX   ?= /usr/local
 ARCH     ?= sm_90a
@@ -39,7 +43,7 @@ HEADER    := include/dcpattn.h
 GEN_SRC   := $(wildcard gen/dcpattn/*.lua) gen/dcpattn-gen
 TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 
-.PHONY: all deps demo test test-cpu test-gpu bench install uninstall clean aot fuzz
+.PHONY: all deps demo test test-gpu bench limits install uninstall clean aot fuzz
 all: aot $(BUILD)/demo $(BUILD)/dcp_nccl
 
 # ---- dependencies: Lua 5.4 from Debian ----
@@ -52,6 +56,8 @@ deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq lua5.4 liblua5.4-dev >/dev/null; \
 	fi
 	@if [ -x $(NVCC) ]; then echo "cuda: $(CUDA) (found)"; else echo "cuda: $(CUDA) missing (needed for NVRTC and cudart)"; fi
+	@if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then echo "nccl: libnccl.so.2 (found)"; \
+	else echo "nccl: libnccl.so.2 missing (only the DCP combine over NCCL and examples/dcp_nccl need it, at run time)"; fi
 
 $(BUILD):
 	$(Q)mkdir -p $(BUILD)
@@ -96,8 +102,9 @@ demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_sched $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
-             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch
-GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big
+             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits
+GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big \
+             $(BUILD)/test_gpu_sm80
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
 HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
                     | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)
@@ -120,7 +127,10 @@ test: deps aot $(CPU_TESTS) $(GPU_TESTS) $(FUZZ_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 test-gpu: aot $(GPU_TESTS)
-	$(Q)$(BUILD)/test_gpu
+	$(Q)for t in $(GPU_TESTS); do echo "$$t"; $$t || exit 1; done
+
+limits: deps
+	$(Q)$(LUA) gen/dcpattn-gen -v --limits $(HEADER)
 
 # the benchmark is CUDA C++ (its ceiling kernel and cuBLAS GEMM), built with nvcc
 $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps

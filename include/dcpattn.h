@@ -209,7 +209,12 @@ typedef struct dcpattn_context_desc {
     const char *data_dir;  /* gen/ and templates/; 0: $DCPATTN_HOME, else DCPATTN_DATA_DIR */
     const char *aot_dir;   /* read-only precompiled cache; 0: DCPATTN_AOT_DIR if defined */
     const char *arch;      /* "sm_90a"...; 0: the current device's own arch (compile-only:
-                              sm_90a, and attention plans are refused; see num_sms) */
+                              sm_90a, and attention plans are refused; see num_sms).
+                              "compute_XY": PTX for that arch, which the driver compiles for
+                              the device at load (compute_80 runs the sm_80 code on a newer
+                              GPU; the driver's compile errors are DCPATTN_STATUS_CUDA).
+                              Plans are sized for the device's SMs, or, compile-only, for the
+                              arch's (the CUDA C++ Programming Guide's per-arch limits) */
     int compile_only;      /* 1: no GPU needed; kernels are compiled and cached, not loaded */
     int log_level;         /* -1 or 0: from $DCPATTN_LOG_LEVEL (default silent) */
     dcpattn_log_fn log;    /* 0: stderr */
@@ -2096,6 +2101,22 @@ static dcpattn_status dcpattn__check_state_strides(const char *who, const int64_
                              (long long)st[4], (long long)st[5], dcpattn__dtype_name(out));
     return DCPATTN_STATUS_SUCCESS;
 }
+/* The extents in elements of a state set's o, lse (heads) and out, lse_out (out_heads) over
+   `rows` rows, small enough to count bytes and add an address; else an overflow status. */
+static dcpattn_status dcpattn__state_spans(const char *who, const int64_t st[8], int64_t rows, int64_t heads,
+                                           int64_t out_heads, int64_t head_dim, int64_t *o, int64_t *lse, int64_t *out,
+                                           int64_t *lse_out) {
+    if (!dcpattn__span(rows, st[0], heads, st[1], head_dim, o) || !dcpattn__span(rows, st[2], heads, st[3], 1, lse) ||
+        !dcpattn__span(rows, st[4], out_heads, st[5], head_dim, out) ||
+        !dcpattn__span(rows, st[6], out_heads, st[7], 1, lse_out) || *o > INT64_MAX / 8 || *lse > INT64_MAX / 8 ||
+        *out > INT64_MAX / 8 || *lse_out > INT64_MAX / 8)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
+                             "%s: tensor extents overflow 64 bits (rows = %lld, o_stride_t = %lld, lse_stride_t = %lld, "
+                             "out_stride_t = %lld, lse_out_stride_t = %lld)",
+                             who, (long long)rows, (long long)st[0], (long long)st[2], (long long)st[4],
+                             (long long)st[6]);
+    return DCPATTN_STATUS_SUCCESS;
+}
 
 /* 1 if two elements of the [n0, n1, inner] box with strides (s0, s1, 1) may share an address:
    taken by stride, each dimension must step over all that the smaller ones span. Written by
@@ -2176,16 +2197,11 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: out = %p is not 16-byte aligned", a->out);
     if (a->lse_out && !dcpattn__aligned(a->lse_out, 4))
         return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "merge: lse_out = %p is not 4-byte aligned", (void *)a->lse_out);
-    if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
-        !dcpattn__span(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim, &span_out) ||
-        !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
-        !dcpattn__span(a->rows, a->lse_out_stride_t, a->heads, a->lse_out_stride_h, 1, &span_lse_out) ||
-        span_o > INT64_MAX / 8 || span_out > INT64_MAX / 8 || span_lse > INT64_MAX / 8 || span_lse_out > INT64_MAX / 8)
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
-                             "merge: tensor extent overflows (rows = %d, o_stride_t = %lld, out_stride_t = %lld, "
-                             "lse_stride_t = %lld, lse_out_stride_t = %lld)",
-                             a->rows, (long long)a->o_stride_t, (long long)a->out_stride_t, (long long)a->lse_stride_t,
-                             (long long)a->lse_out_stride_t);
+    {
+        const int64_t st[8] = DCPATTN__STATE_STRIDES(a);
+        DCPATTN__TRY(dcpattn__state_spans("merge", st, a->rows, a->heads, a->heads, a->head_dim, &span_o, &span_lse,
+                                          &span_out, &span_lse_out));
+    }
     if (dcpattn__self_overlap(a->rows, a->out_stride_t, a->heads, a->out_stride_h, a->head_dim))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING,
                              "merge: out rows or heads overlap one another (out_stride_t = %lld, out_stride_h = %lld, "
@@ -2365,14 +2381,20 @@ static dcpattn_status dcpattn__pair_variant(dcpattn_context *ctx, int family, dc
     return s;
 }
 
+/* A context that runs kernels: not NULL, not compile-only. */
+static dcpattn_status dcpattn__runnable(const dcpattn_context *ctx, const char *who) {
+    if (!ctx)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "%s: context is NULL", who);
+    if (ctx->compile_only)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "%s: context is compile-only", who);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
 dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_merge_args *args, dcpattn_stream stream) {
     dcpattn_merge_args n;
     dcpattn__variant *v;
-    if (!ctx)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is NULL");
+    DCPATTN__TRY(dcpattn__runnable(ctx, "merge"));
     DCPATTN__TRY(dcpattn__merge_normalize(args, &n));
-    if (ctx->compile_only)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: context is compile-only");
     if (n.rows == 0)
         return dcpattn__done(DCPATTN_STATUS_SUCCESS);
     DCPATTN__TRY(dcpattn__pair_variant(ctx, DCPATTN__MERGE, n.in_dtype, n.out_dtype, stream, &v));
@@ -3295,16 +3317,11 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         const int64_t st[8] = DCPATTN__STATE_STRIDES(a);
         DCPATTN__TRY(dcpattn__check_state_strides("dcp_combine", st, a->in_dtype, a->out_dtype));
     }
-    if (!dcpattn__span(a->rows, a->o_stride_t, a->heads, a->o_stride_h, a->head_dim, &span_o) ||
-        !dcpattn__span(a->rows, a->lse_stride_t, a->heads, a->lse_stride_h, 1, &span_lse) ||
-        !dcpattn__span(a->rows, a->out_stride_t, out_heads, a->out_stride_h, a->head_dim, &span_out) ||
-        !dcpattn__span(a->rows, a->lse_out_stride_t, out_heads, a->lse_out_stride_h, 1, &span_lse_out) ||
-        span_o > INT64_MAX / 4 || span_out > INT64_MAX / 4 || span_lse > INT64_MAX / 4 || span_lse_out > INT64_MAX / 4)
-        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW,
-                             "dcp_combine: tensor extents overflow 64 bits (rows = %d, o_stride_t = %lld, lse_stride_t = "
-                             "%lld, out_stride_t = %lld, lse_out_stride_t = %lld)",
-                             a->rows, (long long)a->o_stride_t, (long long)a->lse_stride_t, (long long)a->out_stride_t,
-                             (long long)a->lse_out_stride_t);
+    {
+        const int64_t st[8] = DCPATTN__STATE_STRIDES(a);
+        DCPATTN__TRY(dcpattn__state_spans("dcp_combine", st, a->rows, a->heads, out_heads, a->head_dim, &span_o,
+                                          &span_lse, &span_out, &span_lse_out));
+    }
 
     /* what travels, and whether the inputs must be packed first */
     memset(sz, 0, sizeof sz);
@@ -3433,10 +3450,7 @@ static dcpattn_status dcpattn__dcp_variants(dcpattn_context *ctx, const dcpattn_
 dcpattn_status dcpattn_dcp_combine_prepare(dcpattn_context *ctx, const dcpattn_dcp_combine_args *args) {
     dcpattn__dcp_plan p;
     dcpattn__variant *v[3];
-    if (!ctx)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine_prepare: context is NULL");
-    if (ctx->compile_only)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine_prepare: context is compile-only");
+    DCPATTN__TRY(dcpattn__runnable(ctx, "dcp_combine_prepare"));
     DCPATTN__TRY(dcpattn__dcp_normalize(args, &p, 0));
     DCPATTN__TRY(dcpattn__dcp_variants(ctx, &p, 1, NULL, v));
     return dcpattn__done(dcpattn__dcp_variants(ctx, &p, 0, NULL, v));
@@ -3663,10 +3677,7 @@ static dcpattn_status dcpattn__dcp_combine(dcpattn_context *ctx, dcpattn_nccl_co
                                            const dcpattn_dcp_combine_args *args, dcpattn_stream stream) {
     dcpattn__dcp_plan p;
     dcpattn__variant *v[3];
-    if (!ctx)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: context is NULL");
-    if (ctx->compile_only)
-        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "dcp_combine: context is compile-only");
+    DCPATTN__TRY(dcpattn__runnable(ctx, "dcp_combine"));
     DCPATTN__TRY(dcpattn__dcp_normalize(args, &p, 1));
     if (!comm) {
         dcpattn__dcp_launch l;

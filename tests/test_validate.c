@@ -126,12 +126,12 @@ static dcpattn_attn_args valid_args(void) {
 
 static void test_desc(void) {
     dcpattn_attn_desc d;
-    static const int dims[] = {64, 96, 128, 192, 256};
+    static const int dims[] = {DCPATTN__GQA_HEAD_DIMS}; /* the header's family limits */
     int i;
 
     d = valid_desc();
     ACCEPT(dcpattn_attn_desc_validate(&d));
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < (int)(sizeof dims / sizeof dims[0]); i++) {
         d = valid_desc();
         d.head_dim = dims[i];
         ACCEPT(dcpattn_attn_desc_validate(&d));
@@ -146,7 +146,7 @@ static void test_desc(void) {
     d = valid_desc(); d.num_kv_heads = 32; ACCEPT(dcpattn_attn_desc_validate(&d));  /* MHA */
     d = valid_desc(); d.num_kv_heads = 1; ACCEPT(dcpattn_attn_desc_validate(&d));   /* MQA, group 32 */
     d = valid_desc(); d.page_size = 1; ACCEPT(dcpattn_attn_desc_validate(&d));
-    d = valid_desc(); d.page_size = 256; ACCEPT(dcpattn_attn_desc_validate(&d));
+    d = valid_desc(); d.page_size = DCPATTN__MAX_PAGE_SIZE; ACCEPT(dcpattn_attn_desc_validate(&d));
     d = valid_desc(); d.non_causal = 1; d.lse_base2 = 1; ACCEPT(dcpattn_attn_desc_validate(&d));
     d = valid_desc(); d.softmax_scale = 0.125f; d.num_splits = 1; ACCEPT(dcpattn_attn_desc_validate(&d));
     d = valid_desc(); d.max_total_q = 20; ACCEPT(dcpattn_attn_desc_validate(&d));
@@ -435,12 +435,14 @@ static void test_args(void) {
         a.v_stride_t = 512;
         REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_UNSUPPORTED, "v_cache|k_cache", NULL);
         {   /* page sizes: a 64-token tile's TMA boxes never cross a page */
-            static const int ok[] = {16, 32, 64, 128, 192, 256}, bad[] = {8, 24, 40, 48, 96, 100};
+            static const int ok[] = {DCPATTN__MLA_PAGE_SIZES}, bad[] = {8, 24, 40, 48, 96, 100};
             int i;
-            for (i = 0; i < 6; i++) {
+            for (i = 0; i < (int)(sizeof ok / sizeof ok[0]); i++) {
                 m.page_size = ok[i];
                 CHECK(dcpattn_attn_desc_validate(&m) == DCPATTN_STATUS_SUCCESS, "MLA page_size %d: %s", ok[i],
                       dcpattn_last_error());
+            }
+            for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
                 m.page_size = bad[i];
                 REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "page_size", NULL);
             }
