@@ -153,34 +153,50 @@ def _from_cai(cai, name, writable, call):
         est = tuple(est)
     if len(est) != len(shape):
         raise ArgumentError("%s: %d strides for %d dimensions" % (name, len(est), len(shape)), call)
+    _no_negative(est, name, call)
     if writable and readonly:
         raise ArgumentError("%s is read-only (__cuda_array_interface__ data[1] is True)" % name, call)
     return (ptr or 0, shape, est, dtype, UNKNOWN_DEVICE, cai.get("stream"), None)
 
 
+def _no_negative(strides, name, call):
+    if any(s < 0 for s in strides):
+        raise ArgumentError("%s: negative strides %s are not supported" % (name, tuple(strides)), call)
+
+
+def _require_cuda(dev_type, name, call):
+    if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        raise ArgumentError("%s is on DLPack device type %d (%s): dcpattn takes CUDA arrays"
+                            % (name, dev_type, _DL_DEVICES.get(dev_type, "unknown")), call)
+
+
 def _from_dlpack(x, name, stream, writable, call):
     dev_fn = getattr(x, "__dlpack_device__", None)
-    if dev_fn is not None:
-        dev_type = int(dev_fn()[0])
-        if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
-            raise ArgumentError("%s is on DLPack device type %d (%s): dcpattn takes CUDA arrays"
-                                % (name, dev_type, _DL_DEVICES.get(dev_type, "unknown")), call)
+    if dev_fn is not None:  # before __dlpack__, which a CPU producer may refuse a stream for
+        _require_cuda(int(dev_fn()[0]), name, call)
     # DLPack's stream numbers for CUDA: 1 = the legacy default stream (0 is reserved), 2 = per-thread
     cap = x.__dlpack__(stream=stream or 1)
+    ptr, shape, strides, dtype, (dev_type, dev_id), readonly = read_capsule(cap, name, call)
+    _require_cuda(dev_type, name, call)
+    _no_negative(strides, name, call)
+    if writable and readonly:
+        raise ArgumentError("%s is read-only (DLPack flag READ_ONLY)" % name, call)
+    return (ptr, shape, strides, dtype, dev_id, None, cap)
+
+
+def read_capsule(cap, name="array", call="dcpattn"):
+    """A DLPack capsule (legacy "dltensor" or versioned) as (pointer, shape, element
+    strides, dtype, (device type, device id), read-only); the capsule is not consumed."""
     cname = _capsule_name(cap)
+    readonly = False
     if cname == b"dltensor":
         t = DLManagedTensor.from_address(_capsule_pointer(cap, cname)).dl_tensor
     elif cname == b"dltensor_versioned":
         m = DLManagedTensorVersioned.from_address(_capsule_pointer(cap, cname))
-        if writable and m.flags & _DL_FLAG_READ_ONLY:
-            raise ArgumentError("%s is read-only (DLPack flag READ_ONLY)" % name, call)
+        readonly = bool(m.flags & _DL_FLAG_READ_ONLY)
         t = m.dl_tensor
     else:
         raise ArgumentError("%s: __dlpack__ returned a capsule named %r" % (name, cname), call)
-    if t.device.device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
-        dt = t.device.device_type
-        raise ArgumentError("%s is on DLPack device type %d (%s): dcpattn takes CUDA arrays"
-                            % (name, dt, _DL_DEVICES.get(dt, "unknown")), call)
     n = t.ndim
     shape = tuple(t.shape[i] for i in range(n))
     strides = tuple(t.strides[i] for i in range(n)) if t.strides else contiguous(shape)
@@ -188,7 +204,8 @@ def _from_dlpack(x, name, stream, writable, call):
     dtype = _DL_TYPES.get(key) if t.dtype.lanes == 1 else None
     if dtype is None:
         dtype = "DLPack type (code %d, bits %d, lanes %d)" % (key[0], key[1], t.dtype.lanes)
-    return ((t.data or 0) + t.byte_offset, shape, strides, dtype, t.device.device_id, None, cap)
+    return ((t.data or 0) + t.byte_offset, shape, strides, dtype, (t.device.device_type, t.device.device_id),
+            readonly)
 
 
 def stream_handle(stream):

@@ -6,13 +6,12 @@ from ctypes import byref, c_void_p
 from . import _cuda, _lib
 from ._arrays import call_stream, empty, parse, workspace
 from ._lib import ArgumentError, AttnArgs, AttnDesc
-from ._runtime import (buffer, data_ptr, device, fast_strides, index_array, lock, order_after, same_device,
-                       strides_for_c)
+from ._runtime import (data_ptr, device, fast_strides, index_array, lock, order_after, same_device,
+                       strides_for_c, thread_buffer)
 
 CALL = "flash_attn_varlen_func"
 plans = {}  # descriptor tuple -> Plan
 _pack = _lib.packer(AttnArgs).pack_into
-_buf, _addr = buffer(AttnArgs)  # filled and used with the GIL held (see _lib.Library)
 
 
 def bucket(n):
@@ -76,8 +75,7 @@ def _new_plan(key, values, like):
 
 def launch(prepared):
     """Issues a prepared call: its plan's kernel on its stream, with the plan's context
-    current. The argument block is packed here, with nothing between it and the call that
-    could let another thread run."""
+    current."""
     plan, values, stream, _, _, producers, _ = prepared
     dev = plan.dev
     lib = _lib.get()
@@ -85,8 +83,9 @@ def launch(prepared):
     try:
         if producers:
             order_after(dev, stream, producers)
-        _pack(_buf, 0, *values)
-        s = lib.attn_run_gil(plan.handle, _addr, plan.ws, plan.ws_bytes, stream)
+        buf, addr = thread_buffer(AttnArgs)
+        _pack(buf, 0, *values)
+        s = lib.attn_run_gil(plan.handle, addr, plan.ws, plan.ws_bytes, stream)
     finally:
         _cuda.leave(pushed)
     if s:
@@ -123,14 +122,14 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
         dv, vdev, vsy, vkeep = 512, kdev, None, None
         if v_cache is not None and v_cache is not k_cache:
             vp, vs, vst, vdt, vdev, vsy, vkeep = parse(v_cache, "v_cache", strm, False, CALL)
-            if vp != kp or len(vs) != 4 or tuple(vs[:3]) != tuple(ks[:3]) or vs[3] not in (512, 576) \
-                    or tuple(vst[:3]) != tuple(kst[:3]) or vdt != kdt:
+            if vp != kp or len(vs) != 4 or vs[3] not in (512, 576) or vdt != kdt \
+                    or (vs[0], vs[1], vs[2], vst[0], vst[1], vst[2]) != (ks[0], ks[1], ks[2], kst[0], kst[1], kst[2]):
                 raise ArgumentError("MLA (head_dim 576) reads V from the first 512 channels of k_cache's rows: "
                                     "v_cache must be None, k_cache or k_cache[..., :512]", CALL)
         vp = kp
     else:
         vp, vs, vst, vdt, vdev, vsy, vkeep = parse(v_cache, "v_cache", strm, False, CALL)
-        if len(vs) != 4 or tuple(vs[:3]) != tuple(ks[:3]):
+        if len(vs) != 4 or vs[0] != num_pages or vs[1] != page or vs[2] != hkv:
             raise ArgumentError("v_cache must be [num_pages, page_size, num_kv_heads, head_dim_v] with k_cache's "
                                 "first three dimensions %s, got shape %s" % (tuple(ks[:3]), tuple(vs)), CALL)
         if vdt != qdt:
@@ -150,19 +149,19 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     op = odev = osy = okeep = lp = ldev = lsy = lkeep = None
     if out is not None:
         op, os_, ost, odt, odev, osy, okeep = parse(out, "out", strm, True, CALL)
-        if tuple(os_) != (total_q, hq, dv) or odt != qdt:
+        if os_ != (total_q, hq, dv) or odt != qdt:
             raise ArgumentError("out must be %s [%d, %d, %d] (total_q, num_heads, head_dim_v), got %s %s"
                                 % (qdt, total_q, hq, dv, odt, tuple(os_)), CALL)
         ost = fast_strides(CALL, "out", os_, ost)
     if return_softmax_lse and softmax_lse is not None:
         lp, ls, lst, ldt, ldev, lsy, lkeep = parse(softmax_lse, "softmax_lse", strm, True, CALL)
-        if tuple(ls) != (hq, total_q) or ldt != "float32":
+        if ls != (hq, total_q) or ldt != "float32":
             raise ArgumentError("softmax_lse must be float32 [%d, %d] (num_heads, total_q), got %s %s"
                                 % (hq, total_q, ldt, tuple(ls)), CALL)
         lst = strides_for_c(CALL, "softmax_lse", ls, lst, False)
     dev = qdev
-    if not (qdev == kdev == vdev == cdev == sdev == bdev and gdev in (None, qdev) and odev in (None, qdev)
-            and ldev in (None, qdev)):
+    if qdev < 0 or not (qdev == kdev == vdev == cdev == sdev == bdev and gdev in (None, qdev)
+                        and odev in (None, qdev) and ldev in (None, qdev)):
         dev = same_device(CALL, (("q", qdev, qp), ("k_cache", kdev, kp), ("v_cache", vdev, vp),
                                  ("cu_seqlens_q", cdev, cp), ("seqused_k", sdev, sp), ("block_table", bdev, bp),
                                  ("cp_tot_seqused_k", gdev, gp), ("out", odev, op), ("softmax_lse", ldev, lp)))

@@ -32,9 +32,8 @@ def comm_handle(comm):
         return 0
     if isinstance(comm, int):
         return comm
-    v = getattr(comm, "value", None)
-    if v is not None or hasattr(comm, "value"):
-        return int(v or 0)
+    if hasattr(comm, "value"):
+        return int(comm.value or 0)
     raise ArgumentError("comm: %r is not an ncclComm_t (an int or a ctypes pointer)" % (comm,), CALL)
 
 

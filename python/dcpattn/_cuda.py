@@ -18,12 +18,9 @@ class _Driver:
     def __init__(self):
         path = os.environ.get("DCPATTN_CUDA_LIBRARY") or "libcuda.so.1"
         lib = ctypes.CDLL(path)
-        # cuCtxGetCurrent runs on every call: through PyDLL (the GIL stays held) it can
-        # write into one shared variable
+        # cuCtxGetCurrent runs on every call: through PyDLL, without releasing the GIL
         self.getcur = ctypes.PyDLL(path).cuCtxGetCurrent
         self.getcur.restype, self.getcur.argtypes = c_int, [POINTER(c_void_p)]
-        self.cur = c_void_p()
-        self.cur_ptr = ctypes.pointer(self.cur)
         for name, args in (("cuInit", [c_uint]), ("cuDeviceGet", [POINTER(c_int), c_int]),
                            ("cuDevicePrimaryCtxRetain", [POINTER(c_void_p), c_int]),
                            ("cuCtxPushCurrent_v2", [c_void_p]), ("cuCtxPopCurrent_v2", [POINTER(c_void_p)]),
@@ -73,8 +70,9 @@ def primary_context(index):
 def enter(cu_ctx):
     """Makes cu_ctx current unless it is; True when it was pushed (leave() pops it)."""
     d = _drv
-    d.getcur(d.cur_ptr)
-    if d.cur.value == cu_ctx:
+    cur = c_void_p()
+    d.getcur(byref(cur))
+    if cur.value == cu_ctx:
         return False
     d.check(d.cuCtxPushCurrent_v2(cu_ctx), "cuCtxPushCurrent")
     return True

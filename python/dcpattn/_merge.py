@@ -8,13 +8,10 @@ from ctypes import byref, c_void_p
 from . import _cuda, _lib
 from ._arrays import call_stream, empty, parse
 from ._lib import ArgumentError, MergeArgs
-from ._runtime import buffer, data_ptr, device, dtype_code, lock, order_after, same_device, strides_for_c
+from ._runtime import (data_ptr, device, dtype_code, lock, order_after, same_device, strides_for_c,
+                       thread_buffer)
 
 _pack = _lib.packer(MergeArgs).pack_into
-_buf, _addr = buffer(MergeArgs)  # used with the GIL held (see _lib.Library)
-_optrs = (c_void_p * _lib.MAX_MERGE_STATES)()
-_lptrs = (c_void_p * _lib.MAX_MERGE_STATES)()
-_optrs_addr, _lptrs_addr = ctypes.addressof(_optrs), ctypes.addressof(_lptrs)
 _ptr_structs = {}
 _loaded = set()  # (device, in dtype, out dtype) merged once: the kernel is loaded, the call cannot compile
 _ITEMSIZE = {_lib.BF16: 2, _lib.FP16: 2, _lib.FP32: 4}
@@ -29,32 +26,38 @@ def _states(call, what, xs, ndim, stream, names=None):
         if not xs:
             raise ArgumentError("%s is empty" % what, call)
         ptrs, devs, prods, keep = [], [], [], []
-        shape = strides = dtype = None
+        first = None
         for i, x in enumerate(xs):
-            name = names[i] if names else "%s[%d]" % (what, i)
-            p, s, st, dt, dev, sy, kp = parse(x, name, stream, False, call)
-            if len(s) != ndim:
-                raise ArgumentError("%s must have %d dimensions, got shape %s" % (name, ndim, tuple(s)), call)
-            st = strides_for_c(call, name, s, st, ndim == 3)
-            if shape is None:
-                shape, strides, dtype, first = tuple(s), st, dt, name
-            elif tuple(s) != shape or st != strides or dt != dtype:
+            try:
+                p, s, st, dt, dev, sy, kp = parse(x, what, stream, False, call)
+            except ArgumentError:  # again, to name the state in the message
+                parse(x, names[i] if names else "%s[%d]" % (what, i), stream, False, call)
+                raise
+            if first is None:
+                first = (s, st, dt)
+            elif s != first[0] or dt != first[2] or (st != first[1] and strides_for_c(call, what, s, st, ndim == 3)
+                                                       != strides_for_c(call, what, first[0], first[1], ndim == 3)):
+                name = names[i] if names else "%s[%d]" % (what, i)
                 raise ArgumentError("%s is %s %s with strides %s, %s is %s %s with strides %s: the states must have "
-                                    "the same shape, dtype and strides" % (name, dt, tuple(s), st, first, dtype,
-                                                                           shape, strides), call)
+                                    "the same shape, dtype and strides"
+                                    % (name, dt, tuple(s), tuple(st), names[0] if names else what + "[0]",
+                                       first[2], tuple(first[0]), tuple(first[1])), call)
             ptrs.append(p)
-            devs.append((name, dev, p))
+            devs.append((names[i] if names else what, dev, p))
             prods.append(sy)
             keep.append(kp)
-        return ptrs, shape, strides, dtype, devs, prods, keep
+        s, st, dt = first
+        if len(s) != ndim:
+            raise ArgumentError("%s must have %d dimensions, got shape %s"
+                                % (names[0] if names else what + "[0]", ndim, tuple(s)), call)
+        return ptrs, tuple(s), strides_for_c(call, what, s, st, ndim == 3), dt, devs, prods, keep
     p, s, st, dt, dev, sy, kp = parse(xs, what, stream, False, call)
     if len(s) != ndim + 1:
         raise ArgumentError("%s must be a sequence of arrays or one array of %d dimensions (states first), got "
                             "shape %s" % (what, ndim + 1, tuple(s)), call)
-    n = s[0]
     step = st[0] * (4 if dt in ("float32", "int32") else 2)
     st = strides_for_c(call, what, s[1:], st[1:], ndim == 3)
-    return [p + i * step for i in range(n)], tuple(s[1:]), st, dt, [(what, dev, p)], [sy], [kp]
+    return [p + i * step for i in range(s[0])], tuple(s[1:]), st, dt, [(what, dev, p)], [sy], [kp]
 
 
 def _run(call, dev, stream, n, rows, heads, dim, in_code, out_code, optrs, o_st, lptrs, l_st, out_ptr, out_st,
@@ -85,12 +88,13 @@ def _run(call, dev, stream, n, rows, heads, dim, in_code, out_code, optrs, o_st,
                 with lock:
                     _loaded.add(key)
         else:
+            buf, addr, ob, oaddr, lb, laddr = thread_buffer(MergeArgs, _lib.MAX_MERGE_STATES)
             ps = _ptr_structs.get(n) or _ptr_structs.setdefault(n, struct.Struct("=%dQ" % n))
-            ps.pack_into(_optrs, 0, *optrs)
-            ps.pack_into(_lptrs, 0, *lptrs)
-            _pack(_buf, 0, n, rows, heads, dim, in_code, out_code, _optrs_addr, _lptrs_addr, o_st[0], o_st[1],
-                  l_st[0], l_st[1], out_ptr, lo_ptr, out_st[0], out_st[1], lo_st[0], lo_st[1], base2_in, base2_out)
-            s = lib.merge_gil(d.ctx, _addr, stream)
+            ps.pack_into(ob, 0, *optrs)
+            ps.pack_into(lb, 0, *lptrs)
+            _pack(buf, 0, n, rows, heads, dim, in_code, out_code, oaddr, laddr, o_st[0], o_st[1], l_st[0], l_st[1],
+                  out_ptr, lo_ptr, out_st[0], out_st[1], lo_st[0], lo_st[1], base2_in, base2_out)
+            s = lib.merge_gil(d.ctx, addr, stream)
     finally:
         _cuda.leave(pushed)
     if s:

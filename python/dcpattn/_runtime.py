@@ -1,6 +1,6 @@
 """What the entry points share: one dcpattn context per device (created in that device's
-primary context, the one PyTorch and CuPy use), the checks every array goes through, the
-launch of a packed argument block with the right context current, and the caches."""
+primary context, the one PyTorch and CuPy use), the checks that several of them make, the
+ordering after producer streams, and the cache lock."""
 
 import ctypes
 import threading
@@ -56,6 +56,9 @@ def order_after(dev, stream, producers):
 def same_device(call, arrays):
     """The one device of (name, device, ptr) triples, finding the device of raw pointers
     (__cuda_array_interface__) from the driver; a mismatch is an ArgumentError."""
+    first = arrays[0][1]
+    if first >= 0 and all(a[1] == first or a[1] is None for a in arrays):
+        return first
     found = {}
     for name, dev, ptr in arrays:
         if dev == UNKNOWN_DEVICE:
@@ -89,9 +92,11 @@ def strides_for_c(call, name, shape, strides, last_contiguous=True):
 
 
 def fast_strides(call, name, shape, strides):
-    """strides_for_c for the common case (every stride positive, the last 1) at the cost of
-    two comparisons."""
-    if strides and min(strides) > 0 and strides[-1] == 1 and min(shape) > 1:
+    """strides_for_c at the cost of two tests where nothing needs fixing: the last stride 1
+    and no 0 stride (a negative one has been rejected when the array was read, and PyTorch
+    has none). The strides of extent-1 dimensions then reach the C API as they are; PyTorch
+    gives them the contiguous value, which its checks take."""
+    if strides[-1] == 1 and 0 not in strides:
         return strides
     return strides_for_c(call, name, shape, strides)
 
@@ -125,10 +130,24 @@ def data_ptr(x):
     return p() if p is not None else x.data.ptr
 
 
-def buffer(struct_cls):
-    """A ctypes buffer for one argument block, and its address."""
-    b = ctypes.create_string_buffer(ctypes.sizeof(struct_cls))
-    return b, ctypes.addressof(b)
+_tls = threading.local()
+
+
+def thread_buffer(struct_cls, pointers=0):
+    """This thread's ctypes buffer for one argument block of struct_cls, its address and, when
+    asked, two host arrays of `pointers` device pointers with their addresses: a block is
+    filled and handed to the library by one thread at a time (another thread may run between
+    any two bytecodes)."""
+    d = _tls.__dict__
+    b = d.get(struct_cls)
+    if b is None:
+        buf = ctypes.create_string_buffer(ctypes.sizeof(struct_cls))
+        b = [buf, ctypes.addressof(buf)]
+        for _ in range(2 if pointers else 0):
+            arr = (c_void_p * pointers)()
+            b += [arr, ctypes.addressof(arr)]
+        b = d[struct_cls] = tuple(b)
+    return b
 
 
 def clear_cache():

@@ -111,3 +111,27 @@ def test_placement_rule():
                     assert [(g // (world * inter)) * inter + g % inter for g in toks] == list(range(len(toks)))
                     seen += toks
                 assert sorted(seen) == list(range(L))
+
+
+@pytest.mark.parametrize("producer", ["numpy", "torch"])
+def test_capsules_of_real_producers(producer):
+    """The capsule reader against a real DLPack producer (on the CPU: the device check is the
+    caller's), so that the struct layouts are not only checked against themselves."""
+    from dcpattn._arrays import read_capsule
+
+    mod = pytest.importorskip(producer, reason="%s is not installed" % producer)
+    if producer == "numpy":
+        base = mod.arange(3 * 8 * 16, dtype=mod.float16).reshape(3, 8, 16)
+        view = base[1:, ::2, :]
+        ptr, item = view.__array_interface__["data"][0], 2
+        cases = [(view, "float16", (2, 4, 16), (128, 32, 1)), (mod.zeros((5, 3), mod.int32), "int32", (5, 3), (3, 1))]
+    else:
+        base = mod.arange(3 * 8 * 16, dtype=mod.float32).reshape(3, 8, 16).to(mod.bfloat16)
+        view = base[1:, ::2, :]
+        ptr, item = view.data_ptr(), 2
+        cases = [(view, "bfloat16", (2, 4, 16), (128, 32, 1)), (mod.zeros((5, 3), dtype=mod.int32), "int32", (5, 3),
+                                                                 (3, 1))]
+    for arr, dtype, shape, strides in cases:
+        p, s, st, dt, (dev_type, dev_id), ro = read_capsule(arr.__dlpack__())
+        assert (s, st, dt, dev_type, dev_id) == (shape, strides, dtype, 1, 0)
+    assert read_capsule(view.__dlpack__())[0] == ptr and item == 2

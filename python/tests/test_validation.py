@@ -91,7 +91,7 @@ def test_c_checks_through_the_library(change, status, detail):
 def test_merge_checks():
     o = [DL((4, 8, 64)), DL((4, 8, 64))]
     lse = [DL((4, 8), "float32"), DL((4, 8), "float32")]
-    with pytest.raises(ArgumentError, match=r"outs\[1\] is bfloat16 \(4, 8, 64\) with strides \[1024, 64, 1\]"):
+    with pytest.raises(ArgumentError, match=r"outs\[1\] is bfloat16 \(4, 8, 64\) with strides \(1024, 64, 1\), outs\[0\]"):
         dcpattn.merge_states([o[0], DL((4, 8, 64), strides=(1024, 64, 1))], lse)
     with pytest.raises(ArgumentError, match=r"lses must be float32 \[4, 8\]"):
         dcpattn.merge_states(o, [DL((8, 4), "float32")] * 2)
@@ -181,3 +181,17 @@ def test_valid_arguments_pass_every_host_check():
     r = subprocess.run([sys.executable, "-c", _THROUGH], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count(" ok: ") == 9
+
+
+def test_cai_arrays_take_their_device_from_the_driver(monkeypatch):
+    """__cuda_array_interface__ has no device: it comes from the pointer (here a stand-in
+    for cuPointerGetAttribute), and a mismatch is reported before any device work."""
+    from dcpattn import _cuda
+    from fakes import CAI
+
+    kw = attention_inputs(make=CAI, dtype="float16")
+    k_ptr = kw["k_cache"].ptr
+    monkeypatch.setattr(_cuda, "pointer_device", lambda ptr, name: 1 if ptr == k_ptr else 0)
+    with pytest.raises(ArgumentError, match=r"arrays on different devices: q, v_cache, cu_seqlens_q, seqused_k, "
+                                            r"block_table, out on cuda:0; k_cache on cuda:1"):
+        dcpattn.flash_attn_varlen_func(**kw, out=CAI((6, 8, 128), "float16"), stream=0)
