@@ -33,8 +33,8 @@ from ._runtime import clear_cache  # noqa: E402
 from ._placement import local_len, rank_tokens  # noqa: E402
 
 __all__ = ["flash_attn_varlen_func", "merge_attn_states", "merge_states", "dcp_combine", "dcp_wait",
-           "nccl_comm_from_torch", "local_len", "rank_tokens", "clear_cache", "library_path", "DcpattnError", "ArgumentError",
-           "LibraryNotFoundError", "SPLITS_BALANCED", "__version__"]
+           "nccl_comm_from_torch", "local_len", "rank_tokens", "clear_cache", "library_path", "DcpattnError",
+           "ArgumentError", "LibraryNotFoundError", "SPLITS_BALANCED", "__version__"]
 
 
 def library_path():

@@ -128,7 +128,8 @@ def _from_cai(cai, name, writable, call):
         ptr, readonly = cai["data"]
         strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as e:
-        raise ArgumentError("%s: malformed __cuda_array_interface__ (%s: %s)" % (name, type(e).__name__, e), call) from None
+        raise ArgumentError("%s: malformed __cuda_array_interface__ (%s: %s)" % (name, type(e).__name__, e),
+                            call) from None
     if cai.get("mask") is not None:
         raise ArgumentError("%s: masked arrays (__cuda_array_interface__ with a mask) are not supported" % name, call)
     if typestr[:1] == "=":  # native order: little-endian on every platform CUDA runs on
@@ -148,7 +149,8 @@ def _from_cai(cai, name, writable, call):
         est = []
         for s in strides:
             if s % itemsize:
-                raise ArgumentError("%s: byte stride %d is not a multiple of the element size %d" % (name, s, itemsize), call)
+                raise ArgumentError("%s: byte stride %d is not a multiple of the element size %d"
+                                    % (name, s, itemsize), call)
             est.append(s // itemsize)
         est = tuple(est)
     if len(est) != len(shape):

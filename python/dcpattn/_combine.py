@@ -6,7 +6,7 @@ from ctypes import byref, c_size_t
 from . import _cuda, _lib
 from ._arrays import call_stream, empty, parse, stream_handle, workspace
 from ._lib import ArgumentError, DcpCombineArgs
-from ._runtime import data_ptr, device, dtype_code, lock, order_after, same_device, strides_for_c
+from ._runtime import data_ptr, device, dtype_code, dtype_name, lock, order_after, same_device, strides_for_c
 
 CALL = "dcp_combine"
 _pack = _lib.packer(DcpCombineArgs).pack_into
@@ -35,11 +35,6 @@ def comm_handle(comm):
     if hasattr(comm, "value"):
         return int(comm.value or 0)
     raise ArgumentError("comm: %r is not an ncclComm_t (an int or a ctypes pointer)" % (comm,), CALL)
-
-
-def _dtype_name(dt):
-    """A dtype given as a name or a library's dtype object ("torch.bfloat16" -> "bfloat16")."""
-    return None if dt is None else str(dt).rpartition(".")[2]
 
 
 def _workspace(key, values, like, dev):
@@ -109,14 +104,16 @@ def dcp_combine(o, lse, comm=None, *, world_size=1, rank=0, layout="scatter", tr
     if tuple(ls) != (T, H) or ldt != "float32":
         raise ArgumentError("lse must be float32 [%d, %d] (T, H), got %s %s" % (T, H, ldt, tuple(ls)), CALL)
     lst = strides_for_c(CALL, "lse", ls, lst, False)
-    if world < 1 or H % world:
+    if world < 1:
+        raise ArgumentError("world_size = %d (must be >= 1)" % world, CALL)
+    if H % world:
         raise ArgumentError("H = %d heads over world_size = %d ranks (H must be a multiple of it)" % (H, world), CALL)
     hout = H // world if lay == _lib.DCP_SCATTER else H
     handle = comm_handle(comm)
     if world > 1 and not handle:
         raise ArgumentError("comm (the group's ncclComm_t) is required with world_size = %d" % world, CALL)
-    out_dt = _dtype_name(out_dtype)
-    comm_code = _DTYPES.get(_dtype_name(comm_dtype), -1)
+    out_dt = dtype_name(out_dtype)
+    comm_code = _DTYPES.get(dtype_name(comm_dtype), -1)
     if comm_code < 0:
         raise ArgumentError("comm_dtype = %r (bfloat16, float16 or float32)" % (comm_dtype,), CALL)
     arrays = [("o", odev, op), ("lse", ldev, lp)]

@@ -163,6 +163,8 @@ def candidates():
         return [("$DCPATTN_LIBRARY", env)]
     out = [("the repository's build/", os.path.join(r, "build", "libdcpattn.so")) for r in _source_repo()]
     out.append(("the system loader", "libdcpattn.so"))
+    # make install's default prefix, which the loader searches only once ldconfig has run
+    out.append(("the default install prefix", "/usr/local/lib/libdcpattn.so"))
     return out
 
 

@@ -8,7 +8,7 @@ from ctypes import byref, c_void_p
 from . import _cuda, _lib
 from ._arrays import call_stream, empty, parse
 from ._lib import ArgumentError, MergeArgs
-from ._runtime import (data_ptr, device, dtype_code, lock, order_after, same_device, strides_for_c,
+from ._runtime import (data_ptr, device, dtype_code, dtype_name, lock, order_after, same_device, strides_for_c,
                        thread_buffer)
 
 _pack = _lib.packer(MergeArgs).pack_into
@@ -158,6 +158,7 @@ def merge_states(outs, lses, out=None, out_lse=None, *, return_lse=False, out_dt
     Returns out, or (out, out_lse) with return_lse or out_lse. Rows whose states are all
     empty get zeros and -inf."""
     call = "merge_states"
+    out_dtype = dtype_name(out_dtype)
     first = outs[0] if isinstance(outs, (list, tuple)) and outs else outs
     strm = call_stream(stream, first)
     optrs, oshape, o_st, in_dt, odevs, oprods, okeep = _states(call, "outs", outs, 3, strm)
@@ -181,13 +182,13 @@ def merge_states(outs, lses, out=None, out_lse=None, *, return_lse=False, out_dt
         lo_ptr, lo_st, _, lo_dev, lo_sy, kp = _output(call, "out_lse", out_lse, (T, H), "float32", strm, False)
         keep.append(kp)
     dev = same_device(call, odevs + ldevs + [("out", out_dev, out_ptr), ("out_lse", lo_dev, lo_ptr)])
-    like = first if not isinstance(first, (list, tuple)) else first[0]
     if out is None:
-        out = empty(like, oshape, None if out_dt == in_dt else out_dt, dev, "out", call)
+        out = empty(first, oshape, None if out_dt == in_dt else out_dt, dev, "out", call)
         out_ptr, out_st = data_ptr(out), (H * D, D, 1)
     if out_lse is None and return_lse:
-        out_lse = empty(like, (T, H), "float32", dev, "out_lse", call)
+        out_lse = empty(first, (T, H), "float32", dev, "out_lse", call)
         lo_ptr, lo_st = data_ptr(out_lse), (H, 1)
     _run(call, dev, strm, len(optrs), T, H, D, in_code, out_code, optrs, o_st[:2], lptrs, l_st, out_ptr, out_st[:2],
-         lo_ptr, lo_st, int(bool(lse_base2_in)), int(bool(lse_base2_out)), [p for p in oprods + lprods + [out_sy, lo_sy] if p])
+         lo_ptr, lo_st, int(bool(lse_base2_in)), int(bool(lse_base2_out)),
+         [p for p in oprods + lprods + [out_sy, lo_sy] if p])
     return (out, out_lse) if (return_lse or out_lse is not None) else out

@@ -124,6 +124,11 @@ def dtype_code(call, name, dt):
     return code
 
 
+def dtype_name(dt):
+    """A dtype given as a name or as a library's dtype object ("torch.bfloat16" -> "bfloat16")."""
+    return None if dt is None else str(dt).rpartition(".")[2]
+
+
 def data_ptr(x):
     """The device pointer of an array dcpattn allocated (PyTorch or CuPy)."""
     p = getattr(x, "data_ptr", None)

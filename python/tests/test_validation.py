@@ -91,7 +91,8 @@ def test_c_checks_through_the_library(change, status, detail):
 def test_merge_checks():
     o = [DL((4, 8, 64)), DL((4, 8, 64))]
     lse = [DL((4, 8), "float32"), DL((4, 8), "float32")]
-    with pytest.raises(ArgumentError, match=r"outs\[1\] is bfloat16 \(4, 8, 64\) with strides \(1024, 64, 1\), outs\[0\]"):
+    with pytest.raises(ArgumentError, match=r"outs\[1\] is bfloat16 \(4, 8, 64\) with strides \(1024, 64, 1\), "
+                                            r"outs\[0\]"):
         dcpattn.merge_states([o[0], DL((4, 8, 64), strides=(1024, 64, 1))], lse)
     with pytest.raises(ArgumentError, match=r"lses must be float32 \[4, 8\]"):
         dcpattn.merge_states(o, [DL((8, 4), "float32")] * 2)
@@ -158,7 +159,8 @@ kw.update(out=DL((6, 8, 128)), return_softmax_lse=True, softmax_lse=DL((8, 6), "
 expect_no_driver("gqa", dcpattn.flash_attn_varlen_func, **kw)
 k = DL((4, 64, 1, 576))
 expect_no_driver("mla", dcpattn.flash_attn_varlen_func, DL((6, 16, 576)), k, None, DL((3,), "int32"),
-                 DL((2,), "int32"), DL((2, 4), "int32"), 3, 200, out=DL((6, 16, 512)), num_splits=dcpattn.SPLITS_BALANCED)
+                 DL((2,), "int32"), DL((2, 4), "int32"), 3, 200, out=DL((6, 16, 512)),
+                 num_splits=dcpattn.SPLITS_BALANCED)
 o = [DL((4, 8, 64)), DL((4, 8, 64))]
 expect_no_driver("merge_states", dcpattn.merge_states, o, [DL((4, 8), "float32")] * 2, out=DL((4, 8, 64)))
 expect_no_driver("merge_states stacked", dcpattn.merge_states, DL((3, 4, 8, 64), "float16"),
@@ -195,3 +197,38 @@ def test_cai_arrays_take_their_device_from_the_driver(monkeypatch):
     with pytest.raises(ArgumentError, match=r"arrays on different devices: q, v_cache, cu_seqlens_q, seqused_k, "
                                             r"block_table, out on cuda:0; k_cache on cuda:1"):
         dcpattn.flash_attn_varlen_func(**kw, out=CAI((6, 8, 128), "float16"), stream=0)
+
+
+def test_vllm_keyword_names():
+    """Every keyword of vLLM's flash_attn_varlen_func (vllm_flash_attn, FlashAttention-3)
+    is accepted by name."""
+    import inspect
+
+    vllm = ("q k v max_seqlen_q cu_seqlens_q max_seqlen_k cu_seqlens_k seqused_k q_v dropout_p softmax_scale causal "
+            "window_size softcap alibi_slopes deterministic return_attn_probs block_table return_softmax_lse out "
+            "scheduler_metadata q_descale k_descale v_descale num_splits fa_version s_aux cp_world_size cp_rank "
+            "cp_tot_seqused_k").split()
+    params = inspect.signature(dcpattn.flash_attn_varlen_func).parameters
+    assert [n for n in vllm if n not in params] == []
+
+
+def test_plan_bounds_take_few_values():
+    """Lengths and batch sizes that change every step map to a few descriptor bounds: n
+    itself up to 8, then at most 25 % above n, four values per power of two."""
+    from dcpattn._attention import bucket
+
+    seen = set()
+    for n in range(0, 1 << 17):
+        b = bucket(n)
+        assert b >= max(n, 1) and (n <= 8 and b == max(n, 1) or b <= n * 1.25), (n, b)
+        seen.add(b)
+    assert len(seen) <= 8 + 4 * 14
+
+
+def test_comm_handles():
+    import ctypes
+
+    from dcpattn._combine import comm_handle
+
+    assert comm_handle(None) == 0 and comm_handle(0x1234) == 0x1234
+    assert comm_handle(ctypes.c_void_p(0x5678)) == 0x5678 and comm_handle(ctypes.c_void_p()) == 0
