@@ -17,8 +17,9 @@ call, from $DCPATTN_LIBRARY, else the repository's build/ (where `make` writes i
 the system loader (`make install` puts it in $(PREFIX)/lib). Every call runs on the stream
 given as stream=, else PyTorch's current stream when torch is imported, else the default
 stream. Plans (kernel choice, workspace) are cached by descriptor, with bounds rounded up
-to a few steps per power of two: after one eager call with the same shapes, a call
-allocates and compiles nothing and can be captured in a CUDA graph (torch.cuda.graph).
+to a few steps per power of two: after one eager call of a shape, a call compiles nothing,
+allocates only the outputs it is not given, and can be captured in a CUDA graph
+(torch.cuda.graph).
 Every dcpattn failure raises DcpattnError (status, name, status_string, detail); arguments
 rejected by the package's own checks raise ArgumentError, a DcpattnError and a ValueError.
 """

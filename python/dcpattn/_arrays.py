@@ -113,7 +113,8 @@ def parse(x, name, stream=0, writable=False, call="dcpattn"):
             raise ArgumentError("%s: __cuda_array_interface__ of %s failed: %s" % (name, describe(x), e),
                                 call) from None
         cai = None
-    if cai is not None:
+    # an element type the interface cannot name (bfloat16 is "<V2" to some): DLPack names it
+    if cai is not None and (not hasattr(x, "__dlpack__") or cai.get("typestr") in _CAI_TYPES):
         return _from_cai(cai, name, writable, call)
     if hasattr(x, "__dlpack__"):
         return _from_dlpack(x, name, stream, writable, call)

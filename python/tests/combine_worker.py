@@ -41,7 +41,8 @@ for transport in ("a2a", "ag_rs"):
             err = (out.double() - ref[:, h0:h1]).abs().max().item()
             fin = torch.isfinite(m[:, h0:h1])
             lerr = (out_lse.double()[fin] - m[:, h0:h1][fin]).abs().max().item()
-            ok = err <= 1.5e-2 and lerr <= 1e-3 and bool((out[2] == 0).all()) and \
+            # ag_rs sums bf16 partials in NCCL: one rounding per rank
+            ok = err <= (1.5e-2 if transport == "a2a" else 2e-3 * (world + 2)) and lerr <= 1e-3 and bool((out[2] == 0).all()) and \
                 bool(torch.isinf(out_lse[2]).all()) and not torch.isnan(out.float()).any()
             print("rank %d: %s %s head-major=%d: max |out - ref| %.3g, |lse - ref| %.3g %s"
                   % (rank, transport, layout, head_major, err, lerr, "ok" if ok else "FAIL"))

@@ -64,6 +64,16 @@ def test_dlpack_rejects():
     assert parse(DL((2, 2), "float16", lanes=2), "q")[3] == "DLPack type (code 2, bits 16, lanes 2)"
 
 
+def test_dlpack_names_what_the_interface_cannot():
+    """An array with both protocols whose __cuda_array_interface__ cannot name its element
+    type (bfloat16 as "<V2") is read through DLPack."""
+
+    class Both(DL):
+        __cuda_array_interface__ = {"shape": (2, 8), "typestr": "<V2", "data": (0x1000, False), "version": 3}
+
+    assert parse(Both((2, 8), "bfloat16"), "q")[3] == "bfloat16"
+
+
 def test_not_an_array():
     with pytest.raises(ArgumentError, match="q: builtins.list is not a CUDA array"):
         parse([1, 2], "q")
