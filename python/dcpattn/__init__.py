@@ -26,6 +26,7 @@ rejected by the package's own checks raise ArgumentError, a DcpattnError and a V
 
 __version__ = "0.1.0"
 
+from . import _lib  # noqa: E402
 from ._lib import ArgumentError, DcpattnError, LibraryNotFoundError, SPLITS_BALANCED  # noqa: E402
 from ._attention import flash_attn_varlen_func  # noqa: E402
 from ._merge import merge_attn_states, merge_states  # noqa: E402
@@ -48,13 +49,26 @@ def library_path():
 def nccl_comm_from_torch(group=None):
     """The raw ncclComm_t (an int) of a torch.distributed NCCL process group (default: the
     world group) on the current device, for dcp_combine. PyTorch creates a group's
-    communicator at its first collective: run one first (e.g. a barrier)."""
+    communicator at its first collective: run one first (e.g. a barrier). A communicator
+    works only with the NCCL library that made it: unless $DCPATTN_NCCL_LIBRARY says
+    otherwise, dcpattn is pointed at the libnccl PyTorch loaded (an error when PyTorch has
+    NCCL linked in statically, where no other library can use its communicators)."""
+    import os
+    import re
+
     import torch
     import torch.distributed as dist
 
     group = group or dist.group.WORLD
     ptr = group._get_backend(torch.device("cuda", torch.cuda.current_device()))._comm_ptr()
     if not ptr:
-        raise DcpattnError(1, "the process group has no NCCL communicator yet: run a collective on it first",
-                           "nccl_comm_from_torch")
+        raise DcpattnError(_lib.STATUS["INVALID_ARGUMENT"], "the process group has no NCCL communicator yet: run a "
+                           "collective on it first", "nccl_comm_from_torch")
+    if not os.environ.get("DCPATTN_NCCL_LIBRARY"):
+        with open("/proc/self/maps") as f:
+            found = sorted(set(re.findall(r"(/\S*libnccl\.so[.\d]*)$", f.read(), re.M)))
+        if not found:
+            raise DcpattnError(_lib.STATUS["NO_NCCL"], "this PyTorch has NCCL linked in statically: its communicators "
+                               "cannot be used by another library", "nccl_comm_from_torch")
+        os.environ["DCPATTN_NCCL_LIBRARY"] = found[0]
     return ptr
