@@ -57,5 +57,6 @@ run gpu-gqa "$build/test_gpu_attn"
 run gpu-mla "$build/test_gpu_mla"
 run gpu-threads "$build/test_gpu_threads"
 run gpu-big-pool "$build/test_gpu_big"
+run python "${PYTHON:-python3}" python/tests/run.py "$build"
 echo "$total_pass passed, $total_fail failed"
 exit $status
