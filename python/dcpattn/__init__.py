@@ -27,7 +27,7 @@ rejected by the package's own checks raise ArgumentError, a DcpattnError and a V
 __version__ = "0.1.0"
 
 from . import _lib  # noqa: E402
-from ._lib import ArgumentError, DcpattnError, LibraryNotFoundError, SPLITS_BALANCED  # noqa: E402
+from ._lib import ArgumentError, DcpattnError, LibraryNotFoundError, SPLITS_BALANCED, SPLITS_PER_SEQUENCE  # noqa: E402
 from ._attention import flash_attn_varlen_func  # noqa: E402
 from ._merge import merge_attn_states, merge_states  # noqa: E402
 from ._combine import dcp_combine, dcp_wait  # noqa: E402
@@ -36,7 +36,7 @@ from ._placement import local_len, rank_tokens  # noqa: E402
 
 __all__ = ["flash_attn_varlen_func", "merge_attn_states", "merge_states", "dcp_combine", "dcp_wait",
            "nccl_comm_from_torch", "local_len", "rank_tokens", "clear_cache", "library_path", "DcpattnError",
-           "ArgumentError", "LibraryNotFoundError", "SPLITS_BALANCED", "__version__"]
+           "ArgumentError", "LibraryNotFoundError", "SPLITS_BALANCED", "SPLITS_PER_SEQUENCE", "__version__"]
 
 
 def library_path():

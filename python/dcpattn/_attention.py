@@ -251,8 +251,9 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                  cp_world_size > 1)
     out          [total_q, num_heads, head_dim_v] to write into; allocated when None (through
                  PyTorch or CuPy, q's library)
-    num_splits   0: heuristic, 1: no split-KV, n: n splits; dcpattn.SPLITS_BALANCED (MLA
-                 only): the balanced schedule for batches of uneven lengths
+    num_splits   0 (default): the balanced schedule (the whole batch's work cut evenly over one
+                 wave of CTAs from the real lengths); dcpattn.SPLITS_PER_SEQUENCE: each
+                 sequence split alike, from the bounds; 1: no split-KV; n: n splits
     stream       the CUDA stream (int handle or stream object); None: PyTorch's current
                  stream when torch is imported, else the default stream
     softmax_lse  float32 [num_heads, total_q] to write the LSE into when

@@ -26,18 +26,20 @@ BF16, FP16, FP32 = 1, 2, 3
 DCP_A2A, DCP_AG_RS = 1, 2
 DCP_SCATTER, DCP_REPLICATE = 0, 1
 SPLITS_BALANCED = -1
+SPLITS_PER_SEQUENCE = -2
 MAX_MERGE_STATES = 64
 CONSTANTS = {
     "DCPATTN_BF16": BF16, "DCPATTN_FP16": FP16, "DCPATTN_FP32": FP32,
     "DCPATTN_DCP_A2A": DCP_A2A, "DCPATTN_DCP_AG_RS": DCP_AG_RS,
     "DCPATTN_DCP_SCATTER": DCP_SCATTER, "DCPATTN_DCP_REPLICATE": DCP_REPLICATE,
-    "DCPATTN_SPLITS_BALANCED": SPLITS_BALANCED, "DCPATTN_MAX_MERGE_STATES": MAX_MERGE_STATES,
+    "DCPATTN_SPLITS_BALANCED": SPLITS_BALANCED, "DCPATTN_SPLITS_PER_SEQUENCE": SPLITS_PER_SEQUENCE, "DCPATTN_MAX_MERGE_STATES": MAX_MERGE_STATES,
 }
 
 
 class ContextDesc(Structure):
     _fields_ = [("data_dir", c_char_p), ("aot_dir", c_char_p), ("arch", c_char_p), ("compile_only", c_int),
-                ("log_level", c_int), ("log", c_void_p), ("log_user", c_void_p)]
+                ("log_level", c_int), ("log", c_void_p), ("log_user", c_void_p), ("cache_dir", c_char_p),
+                ("num_sms", c_int), ("lock_timeout_ms", c_int)]
 
 
 class AttnDesc(Structure):
