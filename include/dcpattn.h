@@ -1970,6 +1970,20 @@ static int dcpattn__self_overlap(int64_t n0, int64_t s0, int64_t n1, int64_t s1,
     return 0;
 }
 
+/* The strides of a merge or combine's states and outputs (0: contiguous): none negative. */
+static dcpattn_status dcpattn__state_strides(const char *what, int64_t o_t, int64_t o_h, int64_t lse_t, int64_t lse_h,
+                                             int64_t out_t, int64_t out_h, int64_t lse_out_t, int64_t lse_out_h) {
+    const int64_t st[] = {o_t, o_h, lse_t, lse_h, out_t, out_h, lse_out_t, lse_out_h};
+    static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
+                                     "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
+    int i;
+    for (i = 0; i < 8; i++)
+        if (st[i] < 0)
+            return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "%s: %s = %lld (must be >= 0; 0: contiguous)", what,
+                                 nm[i], (long long)st[i]);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
 /* Checks merge arguments and fills the default strides into *a. */
 static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcpattn_merge_args *a) {
     int i, insz, outsz;
@@ -2006,16 +2020,8 @@ static dcpattn_status dcpattn__merge_normalize(const dcpattn_merge_args *in, dcp
     if (!dcpattn__mul(a->rows, a->heads, &tmp) || tmp > INT32_MAX || !dcpattn__mul(tmp, a->head_dim, &tmp))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "merge: rows*heads*head_dim = %d*%d*%d overflows", a->rows,
                              a->heads, a->head_dim);
-    {
-        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
-                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
-        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
-                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
-        for (i = 0; i < 8; i++)
-            if (st[i] < 0)
-                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "merge: %s = %lld (must be >= 0; 0: contiguous)",
-                                     nm[i], (long long)st[i]);
-    }
+    DCPATTN__TRY(dcpattn__state_strides("merge", a->o_stride_t, a->o_stride_h, a->lse_stride_t, a->lse_stride_h,
+                                         a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h));
     DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
     DCPATTN__TRY(dcpattn__fill_stride("merge", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
     DCPATTN__TRY(dcpattn__fill_stride("merge", "lse_stride_h", &a->lse_stride_h, 1, 1));
@@ -3128,16 +3134,9 @@ static dcpattn_status dcpattn__dcp_normalize(const dcpattn_dcp_combine_args *in,
         !dcpattn__mul(thd, 4 * (int64_t)a->world, &total))
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "dcp_combine: world*rows*heads*head_dim = %d*%d*%d*%d overflows",
                              a->world, a->rows, a->heads, a->head_dim);
-    {
-        const int64_t st[] = {a->o_stride_t,   a->o_stride_h,   a->lse_stride_t,     a->lse_stride_h,
-                              a->out_stride_t, a->out_stride_h, a->lse_out_stride_t, a->lse_out_stride_h};
-        static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
-                                         "out_stride_t", "out_stride_h", "lse_out_stride_t", "lse_out_stride_h"};
-        for (i = 0; i < 8; i++)
-            if (st[i] < 0)
-                return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
-                                     "dcp_combine: %s = %lld (must be >= 0; 0: contiguous)", nm[i], (long long)st[i]);
-    }
+    DCPATTN__TRY(dcpattn__state_strides("dcp_combine", a->o_stride_t, a->o_stride_h, a->lse_stride_t,
+                                         a->lse_stride_h, a->out_stride_t, a->out_stride_h, a->lse_out_stride_t,
+                                         a->lse_out_stride_h));
     DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_h", &a->o_stride_h, 1, a->head_dim));
     DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "o_stride_t", &a->o_stride_t, a->heads, a->o_stride_h));
     DCPATTN__TRY(dcpattn__fill_stride("dcp_combine", "lse_stride_h", &a->lse_stride_h, 1, 1));

@@ -455,6 +455,34 @@ static void dcp_case(const dcase *c) {
     data_free(&bd);
 }
 
+/* One replay step of a captured run: an eager run of the same arguments into `eager`, then the
+   graph into `o`; both checked against the reference, and the graph bit for bit against eager. */
+static void eager_then_replay(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a, void *ws, size_t wsz,
+                              cudaStream_t st, cudaGraphExec_t ge, out_buf *o, out_buf *eager, const ref_res *rr,
+                              const char *desc, int rep) {
+    dcpattn_attn_args ea = *a;
+    char msg[1024];
+    int same_out, same_lse;
+    dcpattn_status s;
+    out_args(&ea, eager);
+    out_poison(eager, 0xff);
+    s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
+    CHECK(s == DCPATTN_STATUS_SUCCESS, "%s replay %d: eager run: %s", desc, rep, dcpattn_last_error());
+    CUDA_OK(cudaStreamSynchronize(st));
+    out_fetch(eager);
+    CHECK(verdict(rr, eager, 1.0, msg, sizeof msg), "%s replay %d: eager: %s", desc, rep, msg);
+    out_poison(o, 0xff);
+    CUDA_OK(cudaGraphLaunch(ge, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    out_fetch(o);
+    launches += 2;
+    same_out = memcmp(o->h_out, eager->h_out, sizeof(uint16_t) * (size_t)o->out_elems) == 0;
+    same_lse = memcmp(o->h_lse, eager->h_lse, sizeof(float) * (size_t)o->lse_elems) == 0;
+    CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
+          same_out ? "same" : "differs", same_lse ? "same" : "differs");
+    CHECK(verdict(rr, o, 1.0, msg, sizeof msg), "%s replay %d: graph: %s", desc, rep, msg);
+}
+
 /* ---------------- graph capture, empty batch, faults ----------------
    cluster: the 4 splits merge inside thread-block clusters (sm_90+: one launch, no
    workspace); else DCPATTN_NO_CLUSTER_MERGE=1: partials in the workspace and a merge launch. */
@@ -469,12 +497,12 @@ static void graph_and_fault_tests(int cluster) {
     cudaStream_t st;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    int qlen[MAXB], b, rep, ok;
+    int qlen[MAXB], b, rep;
     int64_t L[MAXB];
     void *ws;
     size_t wsz;
     dcpattn_status s;
-    char desc[1024], msg[1024];
+    char desc[1024];
     for (b = 0; b < 4; b++) {
         qlen[b] = rnd(1, 4);
         L[b] = rnd(qlen[b], 600);
@@ -520,35 +548,13 @@ static void graph_and_fault_tests(int cluster) {
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (rep = 0; rep < 3 && s == DCPATTN_STATUS_SUCCESS; rep++) {
         ref_attn_inputs in;
-        dcpattn_attn_args ea = a;
-        int same_out, same_lse;
         if (rep > 0) { /* new q and cache values (and a new page order) in the same buffers */
             data_fill(&bd, &seed);
             rank_build(&ri, &bd, 16, 2, 1, 1, 0, 1, &seed);
         }
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
-        /* eager */
-        out_args(&ea, &eager);
-        out_poison(&eager, 0xff);
-        s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
-        CHECK(s == DCPATTN_STATUS_SUCCESS, "graph: eager run: %s", dcpattn_last_error());
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&eager);
-        ok = verdict(&rr, &eager, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: eager: %s", desc, rep, msg);
-        /* replay */
-        out_poison(&o, 0xff);
-        CUDA_OK(cudaGraphLaunch(ge, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&o);
-        launches += 2;
-        same_out = memcmp(o.h_out, eager.h_out, sizeof(uint16_t) * (size_t)o.out_elems) == 0;
-        same_lse = memcmp(o.h_lse, eager.h_lse, sizeof(float) * (size_t)o.lse_elems) == 0;
-        CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
-              same_out ? "same" : "differs", same_lse ? "same" : "differs");
-        ok = verdict(&rr, &o, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: graph: %s", desc, rep, msg);
+        eager_then_replay(plan, &a, ws, wsz, st, ge, &o, &eager, &rr, desc, rep);
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
@@ -651,12 +657,12 @@ static void balanced_graph_test(void) {
     cudaStream_t st;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    int qlen[MAXB], b, rep, ok;
+    int qlen[MAXB], b, rep;
     int64_t L[MAXB], L0[MAXB];
     void *ws;
     size_t wsz;
     dcpattn_status s;
-    char desc[1024], msg[1024];
+    char desc[1024];
     const int B = 20, W = 2, r = 1, I = 16;
     for (b = 0; b < B; b++) {
         qlen[b] = rnd(1, 8);
@@ -690,8 +696,6 @@ static void balanced_graph_test(void) {
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (rep = 0; rep < (quick ? 2 : 5) && s == DCPATTN_STATUS_SUCCESS; rep++) {
         ref_attn_inputs in;
-        dcpattn_attn_args ea = a;
-        int same_out, same_lse;
         if (rep > 0) /* other global lengths, no longer than the cache holds */
             for (b = 0; b < B; b++) {
                 const int64_t l = rep % 2 && b % 3 == 0 ? qlen[b] : rnd(qlen[b], (int)L0[b]);
@@ -703,23 +707,7 @@ static void balanced_graph_test(void) {
         CUDA_OK(cudaMemcpy(ri.skg, ri.sh.seqused_k_global, sizeof(int32_t) * B, cudaMemcpyHostToDevice));
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
-        out_args(&ea, &eager);
-        out_poison(&eager, 0xff);
-        s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
-        CHECK(s == DCPATTN_STATUS_SUCCESS, "graph, balanced: eager run: %s", dcpattn_last_error());
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&eager);
-        out_poison(&o, 0xff);
-        CUDA_OK(cudaGraphLaunch(ge, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&o);
-        launches += 2;
-        same_out = memcmp(o.h_out, eager.h_out, sizeof(uint16_t) * (size_t)o.out_elems) == 0;
-        same_lse = memcmp(o.h_lse, eager.h_lse, sizeof(float) * (size_t)o.lse_elems) == 0;
-        CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
-              same_out ? "same" : "differs", same_lse ? "same" : "differs");
-        ok = verdict(&rr, &o, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: %s", desc, rep, msg);
+        eager_then_replay(plan, &a, ws, wsz, st, ge, &o, &eager, &rr, desc, rep);
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
