@@ -290,6 +290,7 @@ typedef struct ref_norm_params_ {
 } ref_norm_params_;
 
 REF_FN int ref_norm_(const ref_attn_params *p, ref_norm_params_ *n) {
+    n->fp8 = p->kv_dtype == REF_E4M3;
     n->hq = p->hq;
     n->hkv = p->hkv;
     n->dqk = p->dqk;
@@ -306,7 +307,6 @@ REF_FN int ref_norm_(const ref_attn_params *p, ref_norm_params_ *n) {
         return ref_fail_("ref: bad placement W=%d r=%d I=%d", n->W, n->r, n->I);
     if (n->dtype != REF_BF16 && n->dtype != REF_FP16)
         return ref_fail_("ref: dtype %d is not bf16 or fp16", n->dtype);
-    n->fp8 = p->kv_dtype == REF_E4M3;
     if (p->kv_dtype != 0 && p->kv_dtype != n->dtype && !n->fp8)
         return ref_fail_("ref: kv_dtype %d is not 0, dtype or REF_E4M3", p->kv_dtype);
     if (n->fp8 && (!p->k_scale || !p->v_scale))
