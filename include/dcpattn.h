@@ -20,7 +20,8 @@
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
      such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
-     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma) and
+     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma; the KV
+     cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
      DeepSeek MLA (576/512, V read from the K rows, wgmma and TMA: Hopper sm_90a only;
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
@@ -87,6 +88,12 @@
      local key l iff its global position is <= p (causal), i.e. iff l < local_len_r(p + 1)
      with local_len_r(L) = (L / (W*I))*I + clamp(L % (W*I) - r*I, 0, I).
    - Per-sequence lengths are read on the device; the host gives only upper bounds.
+   - FP8 KV cache (GQA only; MLA with kv_dtype FP8 is rejected): kv_dtype =
+     DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn bytes (K/V strides then multiples of
+     16 elements); key = e4m3 value * k_scale[h], value = e4m3 value * v_scale[h] (h = 0, or
+     the KV head with kv_scale_per_head). The scales are device float32 (> 0), read by the
+     kernel at run time, so they may change between replays of a captured graph. q, out and
+     lse keep their types. Unused cache slots may hold e4m3 NaN: they are never read.
 
    CONFIGURATION MACROS (define before including the implementation)
      DCPATTN_NO_JIT     never compile at run time: only cached or AOT kernels are used.

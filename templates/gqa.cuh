@@ -38,12 +38,20 @@
 // The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
 // accumulators, one per warp), so everything between the MMAs is one code.
 //
+// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache) into
+// unswizzled stages; after tile t has landed, the CTA converts its K and V into one T tile
+// each (convert_tile: exact, see common.cuh), with the layout the 16-bit path gathers into,
+// and everything after is the 16-bit code. k_scale joins the softmax scale, v_scale
+// multiplies O before the epilogue; both are read from device memory by the kernel.
+//
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
-// (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.)
+// (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.) FP8 cache:
+//     STAGES*KV_TILE*2*HEAD_DIM + KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024)
+// (Q tile, the converted K and V tiles, STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
-// of 8 elements (the host validates this).
+// of 8 elements, of 16 for an e4m3 cache (the host validates this).
 #pragma once
 #include "attn.cuh"
 

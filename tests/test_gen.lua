@@ -313,6 +313,7 @@ do
         { { heads = 4 }, "unknown descriptor field 'heads'" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "kv_dtype = e4m3: MLA has no FP8 variant" },
         { { kv_dtype = "fp16" }, "KV dtype 'fp16' with dtype 'bf16'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "fp16" }, "MLA's cache has the query's dtype" },
         { { kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
     }
     for _, c in ipairs(bad) do

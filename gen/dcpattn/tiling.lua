@@ -62,6 +62,11 @@ function M.attn(desc, where)
         if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" }) then
             return nil, util.err(where, "kv_dtype = %s: MLA has no FP8 variant", tostring(desc.kv_dtype))
         end
+        local same = { "bf16", "fp16" }
+        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
+            return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype",
+                tostring(desc.kv_dtype), tostring(dtype))
+        end
         if v.hkv ~= 1 then
             return nil, util.err(where, "hkv = %d: MLA has one latent KV head", v.hkv)
         end
