@@ -20,7 +20,8 @@
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
      such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
-     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma) and
+     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma; the KV
+     cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
      DeepSeek MLA (576/512, V read from the K rows, wgmma and TMA: Hopper sm_90a only;
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
@@ -87,6 +88,12 @@
      local key l iff its global position is <= p (causal), i.e. iff l < local_len_r(p + 1)
      with local_len_r(L) = (L / (W*I))*I + clamp(L % (W*I) - r*I, 0, I).
    - Per-sequence lengths are read on the device; the host gives only upper bounds.
+   - FP8 KV cache (GQA only; MLA with kv_dtype FP8 is rejected): kv_dtype =
+     DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn bytes (K/V strides then multiples of
+     16 elements); key = e4m3 value * k_scale[h], value = e4m3 value * v_scale[h] (h = 0, or
+     the KV head with kv_scale_per_head). The scales are device float32 (> 0), read by the
+     kernel at run time, so they may change between replays of a captured graph. q, out and
+     lse keep their types. Unused cache slots may hold e4m3 NaN: they are never read.
 
    CONFIGURATION MACROS (define before including the implementation)
      DCPATTN_NO_JIT     never compile at run time: only cached or AOT kernels are used.
@@ -196,7 +203,8 @@ typedef enum dcpattn_dtype {
     DCPATTN_DTYPE_DEFAULT = 0, /* bf16 */
     DCPATTN_BF16 = 1,
     DCPATTN_FP16 = 2,
-    DCPATTN_FP32 = 3
+    DCPATTN_FP32 = 3,
+    DCPATTN_FP8_E4M3 = 4 /* KV cache only (dcpattn_attn_desc.kv_dtype): OCP e4m3fn, with scales */
 } dcpattn_dtype;
 
 /* ---- context: one per CUDA context (device) ---- */
@@ -330,6 +338,10 @@ typedef struct dcpattn_attn_desc {
     int num_splits;              /* split-KV policy (see DCPATTN_SPLITS_BALANCED); 0: the
                                     balanced schedule, 1: no split */
     int num_sms;                 /* 0: the context's (dcpattn_context_desc.num_sms, else the device's) */
+    /* The KV cache's element type: 0 = dtype; DCPATTN_FP8_E4M3 (GQA only) for an e4m3 cache
+       read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V). */
+    dcpattn_dtype kv_dtype;
+    int kv_scale_per_head;       /* FP8: 0 one k_scale and one v_scale; 1 one per KV head */
 } dcpattn_attn_desc;
 
 typedef struct dcpattn_attn_args {
@@ -350,6 +362,10 @@ typedef struct dcpattn_attn_args {
     int64_t out_stride_t, out_stride_h;
     float *lse;                      /* [total_q, Hq], optional */
     int64_t lse_stride_t, lse_stride_h;
+    /* FP8 cache (kv_dtype): device float32 dequantization scales, [1] or [Hkv] with
+       kv_scale_per_head, finite and > 0; read by the kernel at run time, so a captured graph
+       replays with the values they hold then. Ignored for a 16-bit cache. */
+    const float *k_scale, *v_scale;
 } dcpattn_attn_args;
 
 typedef struct dcpattn_attn_plan dcpattn_attn_plan;
@@ -527,6 +543,8 @@ DCPATTN_API dcpattn_status dcpattn_dcp_wait(dcpattn_nccl_comm comm, dcpattn_stre
         float scale_log2;                                                             \
         int workers; /* MLA balanced: persistent CTAs per row tile (0: off) */        \
         unsigned long long token; /* balanced: this run's publication token */       \
+        const float *k_scale, *v_scale; /* FP8 KV: [1] or [hkv] scales */             \
+        int kv_scale_per_head;                                                        \
     } dcpattn_attn_kparams;
 DCPATTN_KERNEL_ABI
 
@@ -1908,9 +1926,10 @@ static dcpattn_status dcpattn__variant_for_run_locked(dcpattn_context *ctx, cons
 }
 
 /* =============================== validation =============================== */
-static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : 2; }
+static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : t == DCPATTN_FP8_E4M3 ? 1 : 2; }
+/* The generator's canonical names (gen/dcpattn/types.lua). */
 static const char *dcpattn__dtype_name(dcpattn_dtype t) {
-    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : "bf16";
+    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : t == DCPATTN_FP8_E4M3 ? "e4m3" : "bf16";
 }
 static int dcpattn__aligned(const void *p, unsigned a) { return ((uintptr_t)p & (uintptr_t)(a - 1)) == 0; }
 
@@ -2284,6 +2303,15 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         d->dtype = DCPATTN_BF16;
     if (d->dtype != DCPATTN_BF16 && d->dtype != DCPATTN_FP16)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: dtype = %d (bf16 or fp16)", (int)d->dtype);
+    if (d->kv_dtype == DCPATTN_DTYPE_DEFAULT)
+        d->kv_dtype = d->dtype;
+    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_E4M3)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: kv_dtype = %d (0 = dtype = %d, or DCPATTN_FP8_E4M3 = %d)", (int)d->kv_dtype,
+                             (int)d->dtype, (int)DCPATTN_FP8_E4M3);
+    if (d->kv_scale_per_head != 0 && d->kv_scale_per_head != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: kv_scale_per_head = %d (must be 0 or 1)",
+                             d->kv_scale_per_head);
     if (d->num_q_heads < 1 || d->num_kv_heads < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_q_heads = %d, num_kv_heads = %d (must be >= 1)",
                              d->num_q_heads, d->num_kv_heads);
@@ -2299,6 +2327,9 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     if (d->page_size < 1 || d->page_size > 256)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..256)", d->page_size);
     if (dcpattn__is_mla(d)) {
+        if (d->kv_dtype == DCPATTN_FP8_E4M3)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: kv_dtype = DCPATTN_FP8_E4M3 with head_dim 576/512: MLA has no FP8 variant");
         if (d->num_kv_heads != 1 || d->num_q_heads > 128)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA (head_dim 576/512) needs num_kv_heads = 1 and num_q_heads <= 128, got %d and %d",
@@ -2385,6 +2416,7 @@ dcpattn_status dcpattn_attn_desc_validate(const dcpattn_attn_desc *desc) {
 static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
                                                    dcpattn_attn_args *a) {
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
+    const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3, kvb = fp8 ? 1 : 2; /* bytes per K/V element */
     int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt;
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
@@ -2436,6 +2468,10 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__REQUIRE(cu_seqlens_q)
     DCPATTN__REQUIRE(seqused_k)
     DCPATTN__REQUIRE(out)
+    if (fp8) {
+        DCPATTN__REQUIRE(k_scale)
+        DCPATTN__REQUIRE(v_scale)
+    }
 #undef DCPATTN__REQUIRE
     if (dcpattn__is_mla(d) && (a->v_cache != a->k_cache || a->v_stride_page != a->k_stride_page ||
                                a->v_stride_t != a->k_stride_t || a->v_stride_h != a->k_stride_h))
@@ -2460,6 +2496,10 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__ALIGN(seqused_k, 4)
     DCPATTN__ALIGN(seqused_k_global, 4)
     DCPATTN__ALIGN(lse, 4)
+    if (fp8) {
+        DCPATTN__ALIGN(k_scale, 4)
+        DCPATTN__ALIGN(v_scale, 4)
+    }
 #undef DCPATTN__ALIGN
     {
         const int64_t st[] = {a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t, a->k_stride_h,
@@ -2467,11 +2507,14 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
         static const char *const nm[] = {"q_stride_t", "q_stride_h", "k_stride_page", "k_stride_t", "k_stride_h",
                                          "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h"};
         int i;
-        for (i = 0; i < 10; i++)
-            if (st[i] < 0 || st[i] % 8)
+        /* rows are copied in 16-byte pieces: 8 elements of 16 bits, 16 of an FP8 cache */
+        for (i = 0; i < 10; i++) {
+            const int m = fp8 && i >= 2 && i < 8 ? 16 : 8;
+            if (st[i] < 0 || st[i] % m)
                 return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
-                                     "attn: %s = %lld (must be a non-negative multiple of 8 elements)", nm[i],
-                                     (long long)st[i]);
+                                     "attn: %s = %lld (must be a non-negative multiple of %d elements)", nm[i],
+                                     (long long)st[i], m);
+        }
         if (a->lse_stride_t < 0 || a->lse_stride_h < 0)
             return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: lse_stride_t = %lld, lse_stride_h = %lld (must be >= 0)",
                                  (long long)a->lse_stride_t, (long long)a->lse_stride_h);
@@ -2508,13 +2551,13 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                              (long long)a->lse_stride_h);
     if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps q = %p", a->out, a->q);
-    if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
-        dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * 2))
+    if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * kvb) ||
+        dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * kvb))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps the KV cache (k_cache = %p, v_cache = %p)",
                              a->out, a->k_cache, a->v_cache);
     if (a->lse && (dcpattn__overlap(a->lse, span_lse * 4, a->q, span_q * 2) ||
-                   dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * 2) ||
-                   dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * 2) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * kvb) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * kvb) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->out, span_out * 2)))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse = %p overlaps q, out or the KV cache", (void *)a->lse);
     return DCPATTN_STATUS_SUCCESS;
@@ -2541,9 +2584,11 @@ static int dcpattn__arch_num(const dcpattn_context *ctx) {
 static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_attn_desc *d, char *buf, size_t n) {
     lua_State *L = ctx->L;
     dcpattn__lua_fn(ctx, "select_attn");
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 12);
     lua_pushstring(L, dcpattn__dtype_name(d->dtype));
     lua_setfield(L, -2, "dtype");
+    lua_pushstring(L, dcpattn__dtype_name(d->kv_dtype));
+    lua_setfield(L, -2, "kv_dtype");
     dcpattn__setint(L, "hq", d->num_q_heads);
     dcpattn__setint(L, "hkv", d->num_kv_heads);
     dcpattn__setint(L, "dqk", d->head_dim);
@@ -2664,6 +2709,7 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
     kp->cluster_merge = p->cluster;
     kp->workers = p->workers;
+    kp->kv_scale_per_head = d->kv_scale_per_head;
     if (p->workers && dcpattn__is_mla(d)) {
         /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
@@ -2859,6 +2905,10 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
+    if (d->kv_dtype == DCPATTN_FP8_E4M3) {
+        kp.k_scale = a.k_scale;
+        kp.v_scale = a.v_scale;
+    }
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */

@@ -132,9 +132,10 @@ do
         end
         if match(n, "^gqa_") then ngqa = ngqa + 1 end
     end
-    check(ngqa >= 1 and ngqa <= 40, "%d gqa variants in the default set", ngqa)
+    check(ngqa >= 1 and ngqa <= 44, "%d gqa variants in the default set", ngqa)
     for _, n in ipairs { "merge_bf16_bf16", "merge_fp16_fp16", "merge_fp32_fp32", "merge_fp32_bf16",
-        "merge_fp32_fp16", "gqa_bf16_d128_g8_m16", "gqa_bf16_d64_g1_m64", "gqa_bf16_d256_g16_m16" } do
+        "merge_fp32_fp16", "gqa_bf16_d128_g8_m16", "gqa_bf16_d64_g1_m64", "gqa_bf16_d256_g16_m16",
+        "gqa_bf16_kve4m3_d128_g8_m16", "gqa_bf16_kve4m3_d128_g8_m64" } do
         check(seen[n], "default set lacks %s", n)
     end
     local again = dcpattn.default_set()
@@ -173,6 +174,22 @@ do -- parse(name(spec)) round-trips over the whole space
         end
     end
     check(count == 2 * 5 * 64 * 3, "round trips ran")
+    -- the FP8 cache: a field of its own, absent when the cache has the query's dtype
+    for _, dt in ipairs { "bf16", "fp16" } do
+        for _, d in ipairs { 64, 96, 128, 192, 256 } do
+            for _, g in ipairs { 1, 7, 64 } do
+                local spec = { family = "gqa", dtype = dt, kv_dtype = "e4m3", head_dim = d, group = g, m_tile = 32 }
+                local n = dcpattn.name(spec)
+                local back = n and dcpattn.parse(n)
+                check(n == format("gqa_%s_kve4m3_d%d_g%d_m32", dt, d, g) and back and back.kv_dtype == "e4m3"
+                    and back.dtype == dt and back.head_dim == d and back.group == g, "FP8 round trip %s", tostring(n))
+                check(n and not names[n], "name %s not unique", tostring(n))
+                if n then names[n] = true end
+                spec.kv_dtype = dt
+                check(dcpattn.name(spec) == format("gqa_%s_d%d_g%d_m32", dt, d, g), "same-dtype cache named without kv")
+            end
+        end
+    end
     check(dcpattn.name { family = "gqa", dtype = "bf16", head_dim = 128, group = 6, m_tile = 32 }
         == "gqa_bf16_d128_g6_m32", "non power of two group")
 end
@@ -182,6 +199,9 @@ do -- forgiving input, canonical output
         { "GQA_BF16_D128_G8_M16", "gqa_bf16_d128_g8_m16" },
         { "  gqa_bfloat16_d0128_g08_m16 ", "gqa_bf16_d128_g8_m16" },
         { "gqa_half_d64_g1_m64", "gqa_fp16_d64_g1_m64" },
+        { "gqa_bf16_kvfp8_d128_g8_m16", "gqa_bf16_kve4m3_d128_g8_m16" },
+        { "GQA_HALF_KVE4M3_D64_G1_M64", "gqa_fp16_kve4m3_d64_g1_m64" },
+        { "gqa_bf16_kvbfloat16_d128_g8_m16", "gqa_bf16_d128_g8_m16" },
         { "merge_float_half", "merge_fp32_fp16" },
     }
     for _, c in ipairs(cases) do
@@ -205,6 +225,12 @@ do -- bad specs: compiler-style messages naming the problem
         { "gqa_bf16_d128_g8_m48", "M tile 48" },
         { "gqa_bf16_d128_g8", "4 fields" },
         { "gqa_bf16_d128_g8_m16_x", "4 fields" },
+        { "gqa_bf16_kve4m3_d128_g8", "got 3 and 1 optional" },
+        { "gqa_bf16_kve4m3_kve4m3_d128_g8_m16", "4 fields" },
+        { "gqa_bf16_kvfp16_d128_g8_m16", "KV dtype 'fp16' with dtype 'bf16'" },
+        { "gqa_bf16_kvint8_d128_g8_m16", "unknown KV dtype 'int8'" },
+        { "gqa_bf16_kv_d128_g8_m16", "malformed field 'kv'" },
+        { "mla_bf16_kve4m3_h16_m64", "3 fields" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
         { "gqa-bf16", "characters" },
@@ -263,6 +289,11 @@ do
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
         { { arch = 80, max_q_len = 4 }, "gqa_bf16_d128_g8_m32" },
         { { arch = 90, max_q_len = 3, dqk = 64, dv = 64 }, "gqa_bf16_d64_g8_m32" },
+        -- an FP8 cache: the same tiles, the KV dtype in the name
+        { { kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m16" },
+        { { kv_dtype = "bf16" }, "gqa_bf16_d128_g8_m16" },
+        { { arch = 90, max_q_len = 4, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m64" },
+        { { dtype = "fp16", kv_dtype = "e4m3", dqk = 96, dv = 96 }, "gqa_fp16_kve4m3_d96_g8_m16" },
     }
     for _, c in ipairs(cases) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -280,6 +311,10 @@ do
         { { arch = -90 }, "arch" },
         { { dtype = "fp32" }, "unknown dtype 'fp32'" },
         { { heads = 4 }, "unknown descriptor field 'heads'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "kv_dtype = e4m3: MLA has no FP8 variant" },
+        { { kv_dtype = "fp16" }, "KV dtype 'fp16' with dtype 'bf16'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "fp16" }, "MLA's cache has the query's dtype" },
+        { { kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
     }
     for _, c in ipairs(bad) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -396,7 +431,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local fake = {
         ["templates/merge_inst.cu"] = "#include \"dcpattn_abi.h\"\n${NAME} ${IN_T} ${OUT_T} ${THREADS} ${ITEMS}\n",
         ["templates/gqa_inst.cu"] = "#include \"dcpattn_abi.h\"\n"
-            .. "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
+            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
     }
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
@@ -407,7 +442,8 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true), "gqa bindings")
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true),
+            "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
         check(meta.smem == 3 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
@@ -417,14 +453,19 @@ do -- families through dcpattn.render, on fake instance templates that use every
         "gqa d256 m64 meta")
     -- the wgmma tile (M64, D 128): bound true, three stages, 1024 bytes of alignment slack
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
         and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
+    -- FP8 cache: e4m3 stages (1 byte per element) and one converted bf16 K and V tile
+    src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m64", { read = read, abi = ABI })
+    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 128 64 3 true\n", 1, true)
+        and meta.smem == 3 * 64 * 256 + 64 * 256 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3",
+        "gqa FP8 bindings and smem %s", tostring(meta and meta.smem))
     -- a spec table works as well as a name
     src, meta = dcpattn.render({ family = "merge", in_dtype = "bf16", out_dtype = "bf16" }, { read = read, abi = ABI })
     check(src and meta.kernel == "merge_bf16_bf16", "render a spec table")
 
     -- an instance template that forgets a binding
-    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE}\n"
+    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE}\n"
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m16", { read = read, abi = ABI })
     check(not src and is_error(meta, "templates/gqa_inst.cu:1") and find(meta, "STAGES", 1, true),
         "unused binding through render: %s", tostring(meta))
@@ -543,6 +584,10 @@ do
 
     out, err, code = run(sh_quote(abs_gen) .. " --name GQA_half_d128_g6_m32")
     check(code == 0 and out == "gqa_fp16_d128_g6_m32\n", "--name canonical: %s %s", out, err)
+    out, err, code = run(sh_quote(abs_gen) .. " --name GQA_bf16_kvFP8_d128_g8_m16 gqa_fp16_kvfp16_d64_g1_m16")
+    check(code == 0 and out == "gqa_bf16_kve4m3_d128_g8_m16\ngqa_fp16_d64_g1_m16\n", "--name FP8 canonical: %s %s", out, err)
+    out, err, code = run(sh_quote(abs_gen) .. " --name gqa_fp16_kvbf16_d64_g1_m16")
+    check(code == 1 and out == "" and find(err, "KV dtype 'bf16' with dtype 'fp16'", 1, true), "--name bad KV dtype: %s", err)
     out, err, code = run(sh_quote(abs_gen) .. " --name gqa_bf16_d100_g8_m16")
     check(code == 1 and out == "" and find(err, ": error: ", 1, true) and find(err, "head dim 100", 1, true),
         "--name invalid: %s", err)

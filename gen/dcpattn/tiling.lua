@@ -6,6 +6,7 @@ local M = {}
 local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
 local format = string.format
 local util = require "dcpattn.util"
+local types = require "dcpattn.types"
 local spec = require "dcpattn.spec"
 local gqa = require "dcpattn.gqa"
 local mla = require "dcpattn.mla"
@@ -13,7 +14,7 @@ local mla = require "dcpattn.mla"
 M.DEFAULT_WHERE = "desc:1"
 
 local FIELDS = {
-    dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
+    dtype = true, kv_dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
     max_q_len = true, max_total_q = true, max_batch = true, max_seqlen_k = true, arch = true,
 }
 
@@ -28,8 +29,9 @@ local function field(desc, key, lo, default)
     return n
 end
 
--- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16", hq, hkv, dqk, dv,
--- page_size, max_q_len, max_total_q, max_batch, max_seqlen_k [, arch] }, or nil, err.
+-- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16" [, kv_dtype = dtype or
+-- "e4m3"], hq, hkv, dqk, dv, page_size, max_q_len, max_total_q, max_batch, max_seqlen_k [, arch] },
+-- or nil, err.
 -- arch: the compute capability as 10 * major + minor (90 for sm_90a); 0 or absent: any.
 function M.attn(desc, where)
     where = where or M.DEFAULT_WHERE
@@ -55,7 +57,16 @@ function M.attn(desc, where)
     if v.page_size > 256 then
         return nil, util.err(where, "page_size = %d: expected 1..256", v.page_size)
     end
+    local dtype = desc.dtype == nil and "bf16" or desc.dtype
     if v.dqk == mla.DQK and v.dv == mla.DV then
+        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" }) then
+            return nil, util.err(where, "kv_dtype = %s: MLA has no FP8 variant", tostring(desc.kv_dtype))
+        end
+        local same = { "bf16", "fp16" }
+        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
+            return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype",
+                tostring(desc.kv_dtype), tostring(dtype))
+        end
         if v.hkv ~= 1 then
             return nil, util.err(where, "hkv = %d: MLA has one latent KV head", v.hkv)
         end
@@ -64,7 +75,7 @@ function M.attn(desc, where)
         end
         return spec.name({
             family = "mla",
-            dtype = desc.dtype == nil and "bf16" or desc.dtype,
+            dtype = dtype,
             hq = v.hq,
             m_tile = mla.m_tile_for(v.max_q_len * v.hq),
         }, where)
@@ -80,7 +91,8 @@ function M.attn(desc, where)
     local rows = v.max_q_len * group
     return spec.name({
         family = "gqa",
-        dtype = desc.dtype == nil and "bf16" or desc.dtype,
+        dtype = dtype,
+        kv_dtype = desc.kv_dtype,
         head_dim = v.dqk,
         group = group,
         m_tile = gqa.m_tile_for(rows, v.dqk, v.arch),
