@@ -51,7 +51,8 @@ done
 
 # the binding of the dense decode alone: FlashMLA's own api.cpp also pulls in the sparse and
 # SM100 paths, which this peer does not need
-cat > "$dst/dense_binding.cpp" <<'EOF'
+# (rewritten only when it changes: ninja would rebuild the binding for a newer file)
+cat > "$dst/dense_binding.cpp.new" <<'EOF'
 #include <pybind11/pybind11.h>
 
 #include "api/dense_decode.h"
@@ -60,6 +61,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("dense_decode_fwd", &dense_attn_decode_interface);
 }
 EOF
+if cmp -s "$dst/dense_binding.cpp.new" "$dst/dense_binding.cpp"; then rm -f "$dst/dense_binding.cpp.new"
+else mv "$dst/dense_binding.cpp.new" "$dst/dense_binding.cpp"; fi
+# a build stopped by the time limit leaves PyTorch's build lock behind, and the next build
+# would wait on it
+rm -f "$dst/build/lock"
 
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
 export TORCH_CUDA_ARCH_LIST=9.0a

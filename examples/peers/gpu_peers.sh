@@ -6,7 +6,8 @@
 #      FlashInfer, nvcc and sm_90a) where FlashInfer looks for them first;
 #   2. builds FlashMLA's dense decode (examples/peers/build_flashmla.sh, from .peers/flashmla)
 #      and compiles the FlashInfer modules not compiled ahead, both at once, at most BUILD_SECONDS
-#      (default 240) each;
+#      (default 240) each; without a build, the FlashMLA extension compiled ahead
+#      (.peers/flashmla/prebuilt, against the same PyTorch release) is the peer;
 #   3. runs examples/bench_peers.py on every case it knows with the peers flashinfer, flashmla,
 #      sdpa and eager (FlexAttention compiles for minutes: `make bench` runs it), at most BUDGET
 #      seconds (default 300), and prints a summary.
@@ -51,10 +52,13 @@ echo "FlashInfer prebuild exit $?"
 grep -E "^flashinfer" "$out/build-flashinfer.log"
 wait $mla
 tail -n 1 "$out/build-flashmla.log"
+so=/tmp/flashmla/build/flashmla_dense.so
+[ -f "$so" ] || so=.peers/flashmla/prebuilt/flashmla_dense.so
+[ -f "$so" ] && echo "FlashMLA extension: $so"
 
 step "running the peers on $cases (at most $budget s)"
 timeout $((budget + 60)) python3 examples/bench_peers.py --budget "$budget" --peers eager,sdpa,flashinfer,flashmla \
-    --only "$cases" > "$out/peers.jsonl" 2> "$out/peers.err"
+    --flashmla-so "$so" --only "$cases" > "$out/peers.jsonl" 2> "$out/peers.err"
 echo "bench_peers.py exit $?"
 python3 - "$out/peers.jsonl" <<'EOF'
 import json, sys
