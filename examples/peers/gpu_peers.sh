@@ -6,11 +6,11 @@
 #      FlashInfer, nvcc and sm_90a) where FlashInfer looks for them first;
 #   2. builds FlashMLA's dense decode (examples/peers/build_flashmla.sh, from .peers/flashmla)
 #      and compiles the FlashInfer modules not compiled ahead, both at once, at most BUILD_SECONDS
-#      (default 240) each; without a build, the FlashMLA extension compiled ahead
+#      (default 200) each; without a build, the FlashMLA extension compiled ahead
 #      (.peers/flashmla/prebuilt, against the same PyTorch release) is the peer;
 #   3. runs examples/bench_peers.py on every case it knows with the peers flashinfer, flashmla,
 #      sdpa and eager (FlexAttention compiles for minutes: `make bench` runs it), at most BUDGET
-#      seconds (default 300), and prints a summary.
+#      seconds (default 240), and prints a summary. The whole script stays under 9 minutes.
 # Logs go to $OUT (default /tmp/peers-out): install.log, build-flashmla.log,
 # build-flashinfer.log, peers.jsonl (the JSON lines), peers.err. Files under /tmp stay for a
 # later command on the same machine; `make bench` then measures the same peers after
@@ -18,8 +18,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 out=${OUT:-/tmp/peers-out}
-budget=${1:-300}
-build_s=${BUILD_SECONDS:-240}
+budget=${1:-240}
+build_s=${BUILD_SECONDS:-200}
 cases=G1,G2,M1,M2,M3,S1,S1E,S2,S2E,S3,S3E,S3M,S3ME,S4,S4E,R1,R2
 mkdir -p "$out" || exit 2
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
