@@ -37,6 +37,10 @@ loads its module there), "plan_warm_ms" a second one; FlashMLA's first call comp
 schedule ("plan_first_ms"), the timed calls reuse it. Bounded by --budget seconds: what does
 not fit is reported as skipped. A case id this script does not know is reported as skipped.
 
+FlashInfer is imported from the machine's packages or, after them, from $BENCH_PEERS_SITE
+(default /tmp/site, where examples/peers/gpu_peers.sh installs the carried wheels); its JIT
+cache lives under $FLASHINFER_WORKSPACE_BASE (default /tmp/flashinfer-ws).
+
   --prebuild   compile the FlashInfer modules the paged peers use (in parallel) and exit;
   --list       print the case table (one JSON line per case) and exit;
   --selftest   check the paged layout, the masks and the reference on the CPU and exit."""
@@ -408,8 +412,12 @@ def main():
     for p in peers:
         if p not in PEERS:
             ap.error("--peers: unknown peer %r (known: %s)" % (p, ", ".join(PEERS)))
-    # FlashInfer's JIT cache and workspace under /tmp unless the caller chose
+    # FlashInfer's JIT cache and workspace under /tmp unless the caller chose; the packages that
+    # examples/peers/gpu_peers.sh installed there (after the machine's own)
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", "/tmp/flashinfer-ws")
+    site = os.environ.get("BENCH_PEERS_SITE", "/tmp/site")
+    if os.path.isdir(site) and site not in sys.path:
+        sys.path.append(site)
     if args.list:
         for c in make_cases().values():
             emit(c.describe())

@@ -13,8 +13,8 @@
 #      seconds (default 240), and prints a summary. The whole script stays under 9 minutes.
 # Logs go to $OUT (default /tmp/peers-out): install.log, build-flashmla.log,
 # build-flashinfer.log, peers.jsonl (the JSON lines), peers.err. Files under /tmp stay for a
-# later command on the same machine; `make bench` then measures the same peers after
-#   export PYTHONPATH=/tmp/site FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-ws
+# later command on the same machine, where `make bench` then measures the same peers (the peer
+# script finds /tmp/site, /tmp/flashinfer-ws and /tmp/flashmla by default).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 out=${OUT:-/tmp/peers-out}
