@@ -30,9 +30,20 @@ t0=$(date +%s)
 step() { echo "[$(($(date +%s) - t0)) s] $*"; }
 
 if ls .whl/*.whl >/dev/null 2>&1; then
-    step "installing $(cd .whl && echo *.whl) into /tmp/site"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .whl/*.whl > "$out/install.log" 2>&1 || echo "pip install failed: see install.log"
+    # installed once per machine: a reinstall gives FlashInfer's headers new times, and its JIT
+    # cache would then compile every module again
+    have=$(cd .whl && ls -l *.whl | awk '{print $5, $NF}')
+    if [ "$have" = "$(cat /tmp/site/.carried 2>/dev/null)" ]; then
+        step "the wheels are installed in /tmp/site already"
+    else
+        step "installing $(cd .whl && echo *.whl) into /tmp/site"
+        if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/*.whl > "$out/install.log" 2>&1; then
+            echo "$have" > /tmp/site/.carried
+        else
+            echo "pip install failed: see install.log"
+        fi
+    fi
 else
     echo "no .whl/*.whl: FlashInfer runs only if python3 imports it already"
 fi
@@ -52,7 +63,7 @@ echo "FlashInfer prebuild exit $?"
 grep -E "^flashinfer" "$out/build-flashinfer.log"
 wait $mla
 tail -n 1 "$out/build-flashmla.log"
-so=/tmp/flashmla/build/flashmla_dense.so
+so=${FLASHMLA_BUILD:-/tmp/flashmla}/build/flashmla_dense.so
 [ -f "$so" ] || so=.peers/flashmla/prebuilt/flashmla_dense.so
 [ -f "$so" ] && echo "FlashMLA extension: $so"
 
