@@ -18,9 +18,9 @@
   flashmla    FlashMLA's dense bf16 SM90 decode (page 64, the same 576-wide cache), built by
               examples/peers/build_flashmla.sh; --flashmla-so names the extension.
   FlashInfer and FlashMLA have no DCP mask: at q_len > 1 they run the plain causal mask on the
-  same shard (row i sees the first S - q_len + 1 + i local keys) and the line says
-  "mask": "causal, not DCP" where that differs from the DCP mask (it does not for W = 1, nor
-  for rank 0 with I = 1, where the two coincide).
+  same shard (row i sees the first S - q_len + 1 + i local keys); the line says
+  "mask": "causal, not DCP" where that differs from the DCP mask of the case and
+  "DCP (= causal here)" where the two coincide (W = 1, or M1's q_len 2 on rank 0).
 
 One JSON object per line on stdout (compact separators), first a header line:
   {"torch":..., "device":...}
