@@ -3,7 +3,8 @@
 # registry, from the repository root (any directory works: it changes to the root):
 #   1. installs the wheels in .whl/ (FlashInfer and what it imports that the machine lacks) into
 #      /tmp/site and copies FlashInfer modules compiled ahead (.peers/flashinfer-aot/, the same
-#      FlashInfer, nvcc and sm_90a) where FlashInfer looks for them first;
+#      FlashInfer, nvcc and sm_90a) where FlashInfer looks for them first (NO_AOT=1: not, so
+#      that step 2 measures their compile time here);
 #   2. builds FlashMLA's dense decode (examples/peers/build_flashmla.sh, from .peers/flashmla)
 #      and compiles the FlashInfer modules not compiled ahead, both at once, at most BUILD_SECONDS
 #      (default 200) each; without a build, the FlashMLA extension compiled ahead
@@ -47,7 +48,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 else
     echo "no .whl/*.whl: FlashInfer runs only if python3 imports it already"
 fi
-if [ -d .peers/flashinfer-aot ] && [ -d /tmp/site/flashinfer/data ]; then
+if [ -z "${NO_AOT:-}" ] && [ -d .peers/flashinfer-aot ] && [ -d /tmp/site/flashinfer/data ]; then
     mkdir -p /tmp/site/flashinfer/data/aot && cp -r .peers/flashinfer-aot/. /tmp/site/flashinfer/data/aot/
     step "FlashInfer modules compiled ahead: $(ls .peers/flashinfer-aot | wc -l)"
 fi
