@@ -130,6 +130,7 @@ $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUI
 
 bench: aot $(BUILD)/bench
 	$(Q)$(BUILD)/bench --json $(BUILD)/bench.json
+	$(Q)python3 examples/bench_plot.py $(BUILD)/bench.json $(BUILD)
 
 # ---- install ----
 # The installed header finds its data through dcpattn_config.h, written here: dcpattn.pc

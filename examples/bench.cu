@@ -7,8 +7,9 @@
         validated against the CPU reference (tests/ref.h) first, and only a passing kernel is
         timed (median of CUDA-event-timed runs);
      3. the host cost of dcpattn_attn_run and of one CUDA-graph replay;
-     4. the peers (examples/bench_peers.py: FlexAttention, SDPA, eager merge) when PyTorch
-        imports, and the ratio peer time / dcpattn time per case;
+     4. the peers (examples/bench_peers.py: FlexAttention, SDPA, eager merge, and FlashInfer and
+        FlashMLA on the same paged layout where they import or are built) when PyTorch imports,
+        and the ratio peer time / dcpattn time per case;
    then prints a table (one line per case, last) and writes everything to a JSON file.
    Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
 
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <functional>
@@ -54,6 +56,10 @@ struct row {
     std::string err_out, err_lse;
     int deterministic;    /* -1 not checked, 0 no, 1 bitwise equal */
     double peer_flex_us, peer_sdpa_us, peer_eager_us;
+    /* the paged peers: -1 when the peer's output failed its check; *_causal: it ran a plain causal
+       mask, which differs from the DCP mask of this row */
+    double peer_fi_us = NAN, peer_fmla_us = NAN;
+    bool peer_fi_causal = false, peer_fmla_causal = false;
 };
 
 static std::vector<row> g_rows;
@@ -128,13 +134,15 @@ static void write_json(void) {
                 "\"variant\": \"%s\", \"num_splits\": %d, \"median_us\": %s, \"min_us\": %s, \"max_us\": %s, "
                 "\"reps\": %d, \"bytes\": %s, \"flops\": %s, \"gbps\": %s, \"pct_read_ceiling\": %s, \"tflops\": %s, "
                 "\"pct_gemm_ceiling\": %s, \"err_out\": \"%s\", \"err_lse\": \"%s\", \"deterministic\": %s, "
-                "\"peer_flex_us\": %s, \"peer_sdpa_us\": %s, \"peer_eager_us\": %s}%s\n",
+                "\"peer_flex_us\": %s, \"peer_sdpa_us\": %s, \"peer_eager_us\": %s, \"peer_flashinfer_us\": %s, "
+                "\"peer_flashmla_us\": %s}%s\n",
                 jesc(r.key).c_str(), jesc(r.caseid).c_str(), r.q_len, r.status.c_str(), jesc(r.note).c_str(),
                 jesc(r.variant).c_str(), r.splits, jnum(r.us).c_str(), jnum(r.us_min).c_str(), jnum(r.us_max).c_str(),
                 r.reps, jnum(r.bytes).c_str(), jnum(r.flops).c_str(), jnum(r.gbps).c_str(), jnum(r.pct_read).c_str(),
                 jnum(r.tflops).c_str(), jnum(r.pct_gemm).c_str(), jesc(r.err_out).c_str(), jesc(r.err_lse).c_str(),
                 r.deterministic < 0 ? "null" : r.deterministic ? "true" : "false", jnum(r.peer_flex_us).c_str(),
-                jnum(r.peer_sdpa_us).c_str(), jnum(r.peer_eager_us).c_str(), i + 1 < g_rows.size() ? "," : "");
+                jnum(r.peer_sdpa_us).c_str(), jnum(r.peer_eager_us).c_str(), jnum(r.peer_fi_us).c_str(),
+                jnum(r.peer_fmla_us).c_str(), i + 1 < g_rows.size() ? "," : "");
     }
     fprintf(f, "  ],\n  \"peers_note\": \"%s\",\n  \"peers\": [\n", jesc(g_peer_note).c_str());
     for (size_t i = 0; i < g_peer_lines.size(); i++)
@@ -1227,7 +1235,25 @@ static bool jfield_num(const std::string &line, const char *key, double *out) {
     return true;
 }
 
-static void run_peers(std::string script, int budget, const std::string &only) {
+/* the case whose data a row's kernel reads: a P or B suffix (the same case under another plan)
+   shares the peers of its case */
+static std::string peer_case(const std::string &id) {
+    size_t n = id.size();
+    if (n > 2 && (id[n - 1] == 'P' || id[n - 1] == 'B') && isdigit((unsigned char)id[n - 2])) return id.substr(0, n - 1);
+    return id;
+}
+
+/* the peers of every case this run measured (bench_peers.py skips the ones it does not know) */
+static void run_peers(std::string script, int budget) {
+    std::string only;
+    for (const row &r : g_rows) {
+        std::string id = peer_case(r.caseid);
+        if (("," + only + ",").find("," + id + ",") == std::string::npos) only += (only.empty() ? "" : ",") + id;
+    }
+    if (only.empty()) {
+        g_peer_note = "peers: no case to compare";
+        return;
+    }
     if (access(script.c_str(), R_OK) && !access("examples/bench_peers.py", R_OK)) script = "examples/bench_peers.py";
     if (access(script.c_str(), R_OK)) {
         g_peer_note = "peers: " + script + " not found";
@@ -1239,9 +1265,9 @@ static void run_peers(std::string script, int budget, const std::string &only) {
         printf("\n%s\n", g_peer_note.c_str());
         return;
     }
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "timeout %d python3 '%s' --budget %d --seed %llu%s%s", budget + 60, script.c_str(),
-             budget, (unsigned long long)(g_seed & 0xffffffffu), only.empty() ? "" : " --only ", only.c_str());
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "timeout %d python3 '%s' --budget %d --seed %llu --only %s", budget + 60, script.c_str(),
+             budget, (unsigned long long)(g_seed & 0xffffffffu), only.c_str());
     printf("\n== peers: %s\n", cmd);
     fflush(stdout);
     double t0 = now_s();
@@ -1270,14 +1296,25 @@ static void run_peers(std::string script, int budget, const std::string &only) {
         if (status == "ok") {
             double gbps = NAN;
             jfield_num(line, "gbps", &gbps);
-            printf("  peer %-6s %-6s %10.1f us %8.0f GB/s\n", key.c_str(), peer.c_str(), us, gbps);
+            std::string mask;
+            jfield_str(line, "mask", &mask);
+            printf("  peer %-6s %-6s %10.1f us %8.0f GB/s%s%s\n", key.c_str(), peer.c_str(), us, gbps,
+                   mask.empty() ? "" : "  mask: ", mask.c_str());
             for (row &r : g_rows)
-                if (r.key == key) {
+                if (peer_case(r.caseid) + r.key.substr(r.caseid.size()) == key) {
                     if (peer == "flex") r.peer_flex_us = us;
                     else if (peer == "sdpa") r.peer_sdpa_us = us;
                     else if (peer == "eager") r.peer_eager_us = us;
+                    else if (peer == "flashinfer") r.peer_fi_us = us, r.peer_fi_causal = mask.rfind("causal", 0) == 0;
+                    else if (peer == "flashmla") r.peer_fmla_us = us, r.peer_fmla_causal = mask.rfind("causal", 0) == 0;
                 }
         } else {
+            if (status == "wrong")
+                for (row &r : g_rows)
+                    if (peer_case(r.caseid) + r.key.substr(r.caseid.size()) == key) {
+                        if (peer == "flashinfer") r.peer_fi_us = -1;
+                        else if (peer == "flashmla") r.peer_fmla_us = -1;
+                    }
             std::string why;
             jfield_str(line, "reason", &why);
             printf("  peer %-6s %-6s %s: %s\n", key.c_str(), peer.c_str(), status.c_str(), why.c_str());
@@ -1313,19 +1350,24 @@ static void print_table(void) {
                g_host_call_us, g_host_splits, g_host_call1_us, g_host_empty_us, g_graph_replay_us, g_host_splits,
                g_graph1_replay_us);
     if (g_host_mla_us >= 0) printf("host: dcpattn_attn_run %.2f us/call for an MLA plan (1 split)\n", g_host_mla_us);
-    printf("peer columns: peer time / dcpattn time (> 1: dcpattn faster; same bytes, so = GB/s ratio)\n\n");
-    printf("%-7s %-5s %-26s %6s %10s %10s %7s %8s %7s %6s %6s %6s\n", "case", "check", "variant", "splits",
-           "median_us", "GB/s", "%read", "TFLOP/s", "%gemm", "flex", "sdpa", "eager");
+    printf("peer columns: peer time / dcpattn time (> 1: dcpattn faster; same bytes, so = GB/s ratio); "
+           "(c): the peer ran a plain causal mask, not this row's DCP mask; wrong: its output failed the check\n\n");
+    printf("%-7s %-5s %-26s %6s %10s %10s %7s %8s %7s %6s %6s %6s %10s %9s\n", "case", "check", "variant", "splits",
+           "median_us", "GB/s", "%read", "TFLOP/s", "%gemm", "flex", "sdpa", "eager", "flashinfer", "flashmla");
     for (const row &r : rows) {
         if (r.status == "n/a") {
             printf("%-7s %-5s %s\n", r.key.c_str(), r.status.c_str(), r.note.c_str());
             continue;
         }
-        printf("%-7s %-5s %-26s %6d %10s %10s %7s %8s %7s %6s %6s %6s\n", r.key.c_str(), r.status.c_str(),
+        auto paged = [&](double us, bool causal) {
+            return us < 0 ? std::string("wrong") : fmt("%.2fx", us / r.us) + (causal && us > 0 ? "(c)" : "");
+        };
+        printf("%-7s %-5s %-26s %6d %10s %10s %7s %8s %7s %6s %6s %6s %10s %9s\n", r.key.c_str(), r.status.c_str(),
                r.variant.c_str(), r.splits, fmt("%.1f", r.us).c_str(), fmt("%.0f", r.gbps).c_str(),
                fmt("%.1f%%", r.pct_read).c_str(), fmt("%.1f", r.tflops).c_str(), fmt("%.1f%%", r.pct_gemm).c_str(),
                fmt("%.2fx", r.peer_flex_us / r.us).c_str(), fmt("%.2fx", r.peer_sdpa_us / r.us).c_str(),
-               fmt("%.2fx", r.peer_eager_us / r.us).c_str());
+               fmt("%.2fx", r.peer_eager_us / r.us).c_str(), paged(r.peer_fi_us, r.peer_fi_causal).c_str(),
+               paged(r.peer_fmla_us, r.peer_fmla_causal).c_str());
     }
     /* pairs measured in this run: a skewed batch against the even batch of the same total keys
        and query rows (same bytes and FLOPs: the time ratio is the GB/s and TFLOP/s ratio), and the
@@ -1429,7 +1471,7 @@ static bool wanted(const std::string &only, const char *id) {
 
 int main(int argc, char **argv) {
     std::string only, script;
-    int peers = 1, budget = 100;
+    int peers = 1, budget = 300; /* FlashInfer may compile its modules on a first run */
     const char *why;
     g_seed = (uint64_t)time(NULL) * 2654435761u;
 #ifdef DCPATTN_DATA_DIR
@@ -1569,10 +1611,7 @@ int main(int argc, char **argv) {
     printf("\ndcpattn part done in %.1f s\n", now_s() - t_start);
 
     if (peers) {
-        std::string po;
-        for (const char *id : {"G1", "G2", "M1", "M2", "R1", "R2"})
-            if (wanted(only, id)) po += std::string(po.empty() ? "" : ",") + id;
-        if (!po.empty()) run_peers(script, budget, only.empty() ? std::string() : po);
+        run_peers(script, budget);
     } else {
         g_peer_note = "peers: disabled (--no-peers)";
     }
