@@ -140,6 +140,7 @@ $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUI
 
 bench: aot $(BUILD)/bench
 	$(Q)$(BUILD)/bench --json $(BUILD)/bench.json
+	$(Q)python3 examples/bench_plot.py $(BUILD)/bench.json $(BUILD)
 
 # ---- install ----
 # The installed header finds its data through dcpattn_config.h, written here: dcpattn.pc
@@ -188,3 +189,37 @@ fuzz: deps $(BUILD)/fuzz_host
 	$(Q)printf '\003gqa_bf16_d128_g8_m16' > $(BUILD)/fuzz-corpus/name; printf '\003merge_fp32_bf16' > $(BUILD)/fuzz-corpus/merge
 	$(Q)$(BUILD)/fuzz_host -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus >$(BUILD)/fuzz-make.log 2>&1; \
 	  rc=$$?; tail -n 12 $(BUILD)/fuzz-make.log; exit $$rc
+
+# ---- shared library: build/libdcpattn.so, what the Python package (python/) loads ----
+# One translation unit with the implementation, the build tree's data and AOT directories
+# as the programs above. Lua is linked statically where its archive can go into a shared
+# object (built with -fPIC), with its symbols hidden, else as a shared library (Debian's
+# liblua5.4.a is not position-independent). Only the dcpattn_ functions are exported.
+# `make install` installs a copy built for $(PREFIX)/share/dcpattn (install-lib).
+LUA_ARCHIVE ?= $(shell pkg-config --variable=libdir lua5.4 2>/dev/null || echo /usr/lib)/liblua5.4.a
+
+# $(call shared_lib,OUTPUT,DEFINES)
+define shared_lib
+	$(Q)printf '#define DCPATTN_IMPLEMENTATION\n#include "dcpattn.h"\n' | \
+	  $(CC) -std=c99 $(WARN) $(CFLAGS) -fPIC -Iinclude $(LUA_CFLAGS) $(2) -x c -c - -o $(1).o
+	$(Q)if [ -f "$(LUA_ARCHIVE)" ] && $(CC) -shared -Wl,-z,defs -o $(1) $(1).o -Wl,--exclude-libs,ALL \
+	     $(LUA_ARCHIVE) -ldl -lm -lpthread 2>/dev/null; then echo "          Lua: static ($(LUA_ARCHIVE))"; \
+	  else $(CC) -shared -Wl,-z,defs -o $(1) $(1).o $(LUA_LIBS) -ldl -lm -lpthread; fi
+endef
+
+$(BUILD)/libdcpattn.so: $(HEADER) | $(BUILD)
+	@echo "  CC      $@"
+	$(call shared_lib,$@,$(DEFS))
+
+.PHONY: install-lib
+install-lib: | $(BUILD)
+	@echo "  CC      $(BUILD)/prefix/libdcpattn.so (data in $(PREFIX)/share/dcpattn)"
+	$(Q)mkdir -p $(BUILD)/prefix
+	$(call shared_lib,$(BUILD)/prefix/libdcpattn.so,-DDCPATTN_DATA_DIR='"$(PREFIX)/share/dcpattn"' \
+	  -DDCPATTN_AOT_DIR='"$(PREFIX)/share/dcpattn/aot"')
+	$(Q)install -d $(DESTDIR)$(PREFIX)/lib
+	$(Q)install -m 755 $(BUILD)/prefix/libdcpattn.so $(DESTDIR)$(PREFIX)/lib/
+
+all: $(BUILD)/libdcpattn.so
+test: $(BUILD)/libdcpattn.so
+install: install-lib

@@ -20,7 +20,8 @@
      cache that is interleaved over W ranks in chunks of I tokens, with the causal mask that
      such a shard really has (see CONVENTIONS), returning the output and its log-sum-exp.
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
-     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma) and
+     cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma; the KV
+     cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
      DeepSeek MLA (576/512, V read from the K rows, wgmma and TMA: Hopper sm_90a only;
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
@@ -87,6 +88,12 @@
      local key l iff its global position is <= p (causal), i.e. iff l < local_len_r(p + 1)
      with local_len_r(L) = (L / (W*I))*I + clamp(L % (W*I) - r*I, 0, I).
    - Per-sequence lengths are read on the device; the host gives only upper bounds.
+   - FP8 KV cache (GQA only; MLA with kv_dtype FP8 is rejected): kv_dtype =
+     DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn bytes (K/V strides then multiples of
+     16 elements); key = e4m3 value * k_scale[h], value = e4m3 value * v_scale[h] (h = 0, or
+     the KV head with kv_scale_per_head). The scales are device float32 (> 0), read by the
+     kernel at run time, so they may change between replays of a captured graph. q, out and
+     lse keep their types. Unused cache slots may hold e4m3 NaN: they are never read.
 
    CONFIGURATION MACROS (define before including the implementation)
      DCPATTN_NO_JIT     never compile at run time: only cached or AOT kernels are used.
@@ -196,7 +203,8 @@ typedef enum dcpattn_dtype {
     DCPATTN_DTYPE_DEFAULT = 0, /* bf16 */
     DCPATTN_BF16 = 1,
     DCPATTN_FP16 = 2,
-    DCPATTN_FP32 = 3
+    DCPATTN_FP32 = 3,
+    DCPATTN_FP8_E4M3 = 4 /* KV cache only (dcpattn_attn_desc.kv_dtype): OCP e4m3fn, with scales */
 } dcpattn_dtype;
 
 /* ---- context: one per CUDA context (device) ---- */
@@ -335,6 +343,10 @@ typedef struct dcpattn_attn_desc {
     int num_splits;              /* split-KV policy (see DCPATTN_SPLITS_BALANCED); 0: the
                                     balanced schedule, 1: no split */
     int num_sms;                 /* 0: the context's (dcpattn_context_desc.num_sms, else the device's) */
+    /* The KV cache's element type: 0 = dtype; DCPATTN_FP8_E4M3 (GQA only) for an e4m3 cache
+       read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V). */
+    dcpattn_dtype kv_dtype;
+    int kv_scale_per_head;       /* FP8: 0 one k_scale and one v_scale; 1 one per KV head */
 } dcpattn_attn_desc;
 
 typedef struct dcpattn_attn_args {
@@ -355,6 +367,10 @@ typedef struct dcpattn_attn_args {
     int64_t out_stride_t, out_stride_h;
     float *lse;                      /* [total_q, Hq], optional */
     int64_t lse_stride_t, lse_stride_h;
+    /* FP8 cache (kv_dtype): device float32 dequantization scales, [1] or [Hkv] with
+       kv_scale_per_head, finite and > 0; read by the kernel at run time, so a captured graph
+       replays with the values they hold then. Ignored for a 16-bit cache. */
+    const float *k_scale, *v_scale;
 } dcpattn_attn_args;
 
 typedef struct dcpattn_attn_plan dcpattn_attn_plan;
@@ -377,7 +393,9 @@ DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
 /* The balanced schedule's workers: the CTAs over which the work of the whole batch is cut in
    equal ranges, per KV head (GQA: one wave of the kernel's CTAs divided by the KV heads) or per
-   row tile (MLA: the SMs divided by the row tiles); 0 for plans without it. */
+   row tile (MLA: the SMs divided by the row tiles); 0 for plans without it. A GQA run may take
+   fewer, down to 95 % of them, so that each worker's share is a whole number of jobs (sequences
+   x row tiles) when the batch is even. */
 DCPATTN_API int dcpattn_attn_workers(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
 /* Stream-ordered: no host sync, no allocation, no compile; safe in CUDA graph capture. */
@@ -588,6 +606,8 @@ extern "C" {
         float scale_log2;                                                             \
         int workers; /* MLA balanced: persistent CTAs per row tile (0: off) */        \
         unsigned long long token; /* balanced: this run's publication token */       \
+        const float *k_scale, *v_scale; /* FP8 KV: [1] or [hkv] scales */             \
+        int kv_scale_per_head;                                                        \
     } dcpattn_attn_kparams;
 DCPATTN_KERNEL_ABI
 
@@ -2022,9 +2042,10 @@ static dcpattn_status dcpattn__variant_for_run_locked(dcpattn_context *ctx, cons
 }
 
 /* =============================== validation =============================== */
-static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : 2; }
+static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : t == DCPATTN_FP8_E4M3 ? 1 : 2; }
+/* The generator's canonical names (gen/dcpattn/types.lua). */
 static const char *dcpattn__dtype_name(dcpattn_dtype t) {
-    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : "bf16";
+    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : t == DCPATTN_FP8_E4M3 ? "e4m3" : "bf16";
 }
 static int dcpattn__aligned(const void *p, unsigned a) { return ((uintptr_t)p & (uintptr_t)(a - 1)) == 0; }
 
@@ -2452,13 +2473,15 @@ static int dcpattn__is_mla(const dcpattn_attn_desc *d) {
     return d->head_dim == DCPATTN__MLA_HEAD_DIM && d->head_dim_v == DCPATTN__MLA_HEAD_DIM_V;
 }
 
-/* Zero means default in a descriptor: bf16, Dv = Dqk, 1/sqrt(head_dim), one rank,
+/* Zero means default in a descriptor: bf16, a cache of the query's dtype, Dv = Dqk, 1/sqrt(head_dim), one rank,
    interleave 1, max_total_q = max_batch * max_q_len. A default made from invalid values
    (head_dim <= 0, an overflowing max_batch * max_q_len) stays 0 for validation to name. */
 static void dcpattn__attn_defaults(dcpattn_attn_desc *d) {
     int64_t t;
     if (d->dtype == DCPATTN_DTYPE_DEFAULT)
         d->dtype = DCPATTN_BF16;
+    if (d->kv_dtype == DCPATTN_DTYPE_DEFAULT)
+        d->kv_dtype = d->dtype;
     if (d->head_dim_v == 0)
         d->head_dim_v = d->head_dim;
     if (d->softmax_scale == 0.0f && d->head_dim > 0)
@@ -2481,6 +2504,13 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     dcpattn__attn_defaults(d);
     if (d->dtype != DCPATTN_BF16 && d->dtype != DCPATTN_FP16)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: dtype = %d (bf16 or fp16)", (int)d->dtype);
+    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_E4M3)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: kv_dtype = %d (0 = dtype = %d, or DCPATTN_FP8_E4M3 = %d)", (int)d->kv_dtype,
+                             (int)d->dtype, (int)DCPATTN_FP8_E4M3);
+    if (d->kv_scale_per_head != 0 && d->kv_scale_per_head != 1)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: kv_scale_per_head = %d (must be 0 or 1)",
+                             d->kv_scale_per_head);
     if (d->num_q_heads < 1 || d->num_kv_heads < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_q_heads = %d, num_kv_heads = %d (must be >= 1)",
                              d->num_q_heads, d->num_kv_heads);
@@ -2495,6 +2525,10 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..%d)", d->page_size,
                              DCPATTN__MAX_PAGE_SIZE);
     if (dcpattn__is_mla(d)) {
+        if (d->kv_dtype == DCPATTN_FP8_E4M3)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: kv_dtype = DCPATTN_FP8_E4M3 with head_dim %d/%d: MLA has no FP8 variant",
+                                 DCPATTN__MLA_HEAD_DIM, DCPATTN__MLA_HEAD_DIM_V);
         if (d->num_kv_heads != 1 || d->num_q_heads > DCPATTN__MLA_MAX_HEADS)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA (head_dim %d/%d) needs num_kv_heads = 1 and num_q_heads <= %d, got %d and %d",
@@ -2605,6 +2639,7 @@ static void dcpattn__attn_args_defaults(const dcpattn_attn_desc *d, dcpattn_attn
 static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
                                                    dcpattn_attn_args *a) {
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
+    const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3, kvb = fp8 ? 1 : 2; /* bytes per K/V element */
     int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt = dcpattn__min_block_table(d);
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
@@ -2635,6 +2670,10 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__REQUIRE(cu_seqlens_q)
     DCPATTN__REQUIRE(seqused_k)
     DCPATTN__REQUIRE(out)
+    if (fp8) {
+        DCPATTN__REQUIRE(k_scale)
+        DCPATTN__REQUIRE(v_scale)
+    }
 #undef DCPATTN__REQUIRE
     if (dcpattn__is_mla(d) && (a->v_cache != a->k_cache || a->v_stride_page != a->k_stride_page ||
                                a->v_stride_t != a->k_stride_t || a->v_stride_h != a->k_stride_h))
@@ -2659,6 +2698,10 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__ALIGN(seqused_k, 4)
     DCPATTN__ALIGN(seqused_k_global, 4)
     DCPATTN__ALIGN(lse, 4)
+    if (fp8) {
+        DCPATTN__ALIGN(k_scale, 4)
+        DCPATTN__ALIGN(v_scale, 4)
+    }
 #undef DCPATTN__ALIGN
     {
         const int64_t st[] = {a->q_stride_t, a->q_stride_h, a->k_stride_page, a->k_stride_t, a->k_stride_h,
@@ -2666,10 +2709,13 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
         static const char *const nm[] = {"q_stride_t", "q_stride_h", "k_stride_page", "k_stride_t", "k_stride_h",
                                          "v_stride_page", "v_stride_t", "v_stride_h", "out_stride_t", "out_stride_h"};
         int i;
-        for (i = 0; i < 10; i++)
-            if (st[i] % 8)
-                return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "attn: %s = %lld (must be a multiple of 8 elements)",
-                                     nm[i], (long long)st[i]);
+        /* rows are copied in 16-byte pieces: 8 elements of 16 bits, 16 of an FP8 cache */
+        for (i = 0; i < 10; i++) {
+            const int m = fp8 && i >= 2 && i < 8 ? 16 : 8;
+            if (st[i] % m)
+                return dcpattn__fail(DCPATTN_STATUS_MISALIGNED, "attn: %s = %lld (must be a multiple of %d elements)",
+                                     nm[i], (long long)st[i], m);
+        }
     }
     if (a->num_pages < 1)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: num_pages = %lld (must be >= 1)",
@@ -2703,13 +2749,13 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                              (long long)a->lse_stride_h);
     if (dcpattn__overlap(a->out, span_out * 2, a->q, span_q * 2))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps q = %p", a->out, a->q);
-    if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * 2) ||
-        dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * 2))
+    if (dcpattn__overlap(a->out, span_out * 2, a->k_cache, span_k * kvb) ||
+        dcpattn__overlap(a->out, span_out * 2, a->v_cache, span_v * kvb))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps the KV cache (k_cache = %p, v_cache = %p)",
                              a->out, a->k_cache, a->v_cache);
     if (a->lse && (dcpattn__overlap(a->lse, span_lse * 4, a->q, span_q * 2) ||
-                   dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * 2) ||
-                   dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * 2) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->k_cache, span_k * kvb) ||
+                   dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * kvb) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->out, span_out * 2)))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse = %p overlaps q, out or the KV cache", (void *)a->lse);
     return DCPATTN_STATUS_SUCCESS;
@@ -2730,9 +2776,11 @@ static void dcpattn__setint(lua_State *L, const char *k, lua_Integer v) {
 static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_attn_desc *d, char *buf, size_t n) {
     lua_State *L = ctx->L;
     dcpattn__lua_fn(ctx, "select_attn");
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     lua_pushstring(L, dcpattn__dtype_name(d->dtype));
     lua_setfield(L, -2, "dtype");
+    lua_pushstring(L, dcpattn__dtype_name(d->kv_dtype));
+    lua_setfield(L, -2, "kv_dtype");
     dcpattn__setint(L, "hq", d->num_q_heads);
     dcpattn__setint(L, "hkv", d->num_kv_heads);
     dcpattn__setint(L, "dqk", d->head_dim);
@@ -2820,6 +2868,20 @@ static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int
     return w > 1 ? (int)w : 1;
 }
 
+/* GQA's balanced schedule at run time: with at least as many jobs (sequences x row tiles) as
+   workers, the largest worker count that gives each worker a whole number k of jobs, where that
+   keeps 95 % of the wave: an even batch is then cut at job boundaries only (no partial states,
+   no merge; H200, G1 q_len 8: 99 % of the per-sequence split against 94 % over 33 workers),
+   and an uneven one loses at most 5 % of the wave. */
+static int dcpattn__run_workers(int workers, int64_t jobs) {
+    int64_t k, g;
+    if (jobs < workers)
+        return workers;
+    k = (jobs + workers - 1) / workers;
+    g = (jobs + k - 1) / k;
+    return g * 20 >= (int64_t)workers * 19 ? (int)g : workers;
+}
+
 /* The launch parameters that depend only on the descriptor, built once per plan, and the
    workspace of the split partials when a merge kernel merges them. */
 static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
@@ -2839,6 +2901,7 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->scale_log2 = d->softmax_scale * 1.4426950408889634f;
     kp->cluster_merge = p->cluster;
     kp->workers = p->workers;
+    kp->kv_scale_per_head = d->kv_scale_per_head;
     if (p->workers && dcpattn__is_mla(d)) {
         /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
@@ -3035,6 +3098,10 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
     kp.lse_sh = a.lse_stride_h;
     kp.bt_stride = a.block_table_stride;
     kp.batch = a.batch;
+    if (d->kv_dtype == DCPATTN_FP8_E4M3) {
+        kp.k_scale = a.k_scale;
+        kp.v_scale = a.v_scale;
+    }
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
@@ -3046,7 +3113,8 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.lse_part = mla ? NULL : (float *)((char *)workspace + plan->part_offset_lse);
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
-        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)plan->workers,
+        kp.workers = mla ? plan->workers : dcpattn__run_workers(plan->workers, (int64_t)a.batch * plan->row_tiles);
+        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)kp.workers,
                                   mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
                                   stream, "attention launch (balanced)");
     }

@@ -6,6 +6,7 @@ namespace dcpattn {
 
 struct bf16 { unsigned short bits; };
 struct fp16 { unsigned short bits; };
+struct e4m3 { unsigned char bits; };  // OCP FP8 e4m3fn: KV caches only (dequantized to bf16/fp16)
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
@@ -46,6 +47,39 @@ __device__ __forceinline__ float lo_float(bf16, unsigned w) { return __uint_as_f
 __device__ __forceinline__ float hi_float(bf16, unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 __device__ __forceinline__ float lo_float(fp16, unsigned w) { fp16 h; h.bits = (unsigned short)(w & 0xffff); return to_float(h); }
 __device__ __forceinline__ float hi_float(fp16, unsigned w) { fp16 h; h.bits = (unsigned short)(w >> 16); return to_float(h); }
+
+// ---- FP8 e4m3 -> 16-bit ----
+// The four e4m3 bytes of w (byte 0 first) as two registers of two T each, (b0, b1) and
+// (b2, b3), exactly: every e4m3 value is a bf16 and an fp16 value. Bit placement instead
+// of cvt (one instruction per pair, but on the conversion pipe, which a KV tile per
+// iteration would saturate; sm_80 has no e4m3 cvt at all): each byte goes to the high byte
+// of a 16-bit half, its sign stays at bit 15, its exponent and mantissa move down into T's
+// field positions, and one multiply by 2^(bias(T) - 7) rebiases the exponent. An e4m3
+// subnormal lands on a T subnormal, which the multiply (a 16-bit FMA, subnormals kept)
+// scales exactly; the NaN bytes (0x7f, 0xff) come out as +-480, which no kernel reads (slots
+// past a sequence's keys are never loaded).
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+    unsigned d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+template <class T> __device__ __forceinline__ unsigned e4m3x2_place(unsigned x);
+template <> __device__ __forceinline__ unsigned e4m3x2_place<fp16>(unsigned x) {
+    unsigned r;  // fp16: 5-bit exponent, bias 15: shift 1, times 2^8
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"((x & 0x80008000u) | ((x >> 1) & 0x3f803f80u)), "r"(0x5c005c00u));
+    return r;
+}
+template <> __device__ __forceinline__ unsigned e4m3x2_place<bf16>(unsigned x) {
+    unsigned r;  // bf16: 8-bit exponent, bias 127: shift 4, times 2^120 (+ -0 keeps a zero's sign)
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
+        : "=r"(r)
+        : "r"((x & 0x80008000u) | ((x >> 4) & 0x07f007f0u)), "r"(0x7b807b80u), "r"(0x80008000u));
+    return r;
+}
+template <class T> __device__ __forceinline__ void e4m3x4_to(unsigned w, unsigned &p01, unsigned &p23) {
+    p01 = e4m3x2_place<T>(prmt(w, 0u, 0x1404u));  // bytes 0, 1 -> bytes 1, 3
+    p23 = e4m3x2_place<T>(prmt(w, 0u, 0x3424u));  // bytes 2, 3 -> bytes 1, 3
+}
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }

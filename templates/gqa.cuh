@@ -38,12 +38,20 @@
 // The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
 // accumulators, one per warp), so everything between the MMAs is one code.
 //
+// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache) into
+// unswizzled stages; after tile t has landed, the CTA converts its K and V into one T tile
+// each (convert_tile: exact, see common.cuh), with the layout the 16-bit path gathers into,
+// and everything after is the 16-bit code. k_scale joins the softmax scale, v_scale
+// multiplies O before the epilogue; both are read from device memory by the kernel.
+//
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
-// (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.)
+// (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.) FP8 cache:
+//     STAGES*KV_TILE*2*HEAD_DIM + KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024)
+// (Q tile, the converted K and V tiles, STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
-// of 8 elements (the host validates this).
+// of 8 elements, of 16 for an e4m3 cache (the host validates this).
 #pragma once
 #include "attn.cuh"
 
@@ -55,9 +63,11 @@
 
 namespace dcpattn {
 
-template <class T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_TILE_, int STAGES_, int THREADS_, bool WGMMA_>
+template <class T_, class KV_T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_TILE_, int STAGES_, int THREADS_,
+          bool WGMMA_>
 struct GqaTraits {
     using T = T_;
+    using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to T in shared memory)
     static constexpr int D = HEAD_DIM_;
     static constexpr int GROUP = GROUP_;
     static constexpr int M_TILE = M_TILE_;
@@ -73,12 +83,20 @@ struct GqaTraits {
     // wgmma path (see the top of this file): where the generator asks for it and the arch has it
     static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
     static constexpr int ROW_BYTES = D * 2;
-    static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile
+    static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile of T
+    // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes, unswizzled) and
+    // each iteration converts one K and one V tile into the T tiles at SMEM_K and SMEM_V.
+    static constexpr bool FP8 = sizeof(KV_T) == 1;
+    static constexpr int KV_BYTES = sizeof(KV_T);
+    static constexpr int G_CHUNKS = D * KV_BYTES / 16;  // 16-byte chunks per cache row
+    static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;
-    static constexpr int SMEM_V = SMEM_K + STAGES * TILE_BYTES;
-    static constexpr int SMEM_BYTES = SMEM_V + STAGES * TILE_BYTES;
-    static constexpr int WROWS = 32 / CHUNKS;  // token rows one warp copies per pass
+    static constexpr int SMEM_V = SMEM_K + (FP8 ? 1 : STAGES) * TILE_BYTES;
+    static constexpr int SMEM_GK = FP8 ? SMEM_V + TILE_BYTES : SMEM_K;
+    static constexpr int SMEM_GV = FP8 ? SMEM_GK + STAGES * G_TILE_BYTES : SMEM_V;
+    static constexpr int SMEM_BYTES = SMEM_GV + STAGES * G_TILE_BYTES;
+    static constexpr int WROWS = 32 / G_CHUNKS;  // token rows one warp copies per pass
     static constexpr int KV_LOADS = (KV_TILE + WARPS * WROWS - 1) / (WARPS * WROWS);  // passes per tile
     static constexpr int Q_LOADS = (M_TILE * CHUNKS + THREADS - 1) / THREADS;
     // Q fragments stay in registers only where that still leaves room for MIN_BLOCKS CTAs.
@@ -89,7 +107,7 @@ struct GqaTraits {
     static constexpr int SMEM_PER_SM = 227 * 1024;
     static constexpr int REGS_EST = D / 2 + NW / 2 + (Q_IN_REGS ? D / 4 + 8 : 0) + 48;
     static constexpr int MIN_BLOCKS_REGS = D > 128 ? 1 : 65536 / (THREADS * REGS_EST);
-    static constexpr int MIN_BLOCKS_SMEM = SMEM_PER_SM / (SMEM_K + 2 * STAGES * TILE_BYTES + 1024);
+    static constexpr int MIN_BLOCKS_SMEM = SMEM_PER_SM / (SMEM_BYTES + 1024);
     static constexpr int MIN_BLOCKS =
         MIN_BLOCKS_SMEM < MIN_BLOCKS_REGS ? MIN_BLOCKS_SMEM : MIN_BLOCKS_REGS < 1 ? 1 : MIN_BLOCKS_REGS;
 
@@ -98,6 +116,8 @@ struct GqaTraits {
     static_assert(M_TILE % 16 == 0 && THREADS % 32 == 0 && WARPS % WARPS_M == 0, "warps");
     static_assert(KV_TILE % (16 * WARPS_N) == 0, "KV tile must give each warp 16k keys");
     static_assert(STAGES >= 2, "stages");
+    static_assert(KV_BYTES == sizeof(T) || FP8, "a 16-bit cache has the query's type");
+    static_assert(D * KV_BYTES % 16 == 0, "cache rows in 16-byte chunks");
     static_assert(WROWS >= 1 && KV_LOADS * WROWS <= 32, "one lookup lane per token of a warp");
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
     static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == 128 && D == 128 && KV_TILE == 64),
@@ -120,6 +140,23 @@ template <int CHUNKS> __device__ __forceinline__ int chunk_xor(int row) {
 template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r, int c) {
     if constexpr (Tr::WG) return (c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
     else return r * Tr::ROW_BYTES + ((c ^ chunk_xor<Tr::CHUNKS>(r)) << 4);
+}
+
+// FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the T tile at t
+// (the layout of tile_off). A thread takes 8 bytes -> one 16-byte chunk: a warp reads 256
+// contiguous bytes and writes 32 chunks of rows whose swizzle spreads them over all banks.
+template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, unsigned t, int tid) {
+    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS;
+    static_assert(ITEMS % Tr::THREADS == 0, "conversion: whole passes");
+#pragma unroll
+    for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
+        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        unsigned w0, w1, a[4];
+        ld_shared_u2(g + r * Tr::D + c * 8, w0, w1);
+        e4m3x4_to<typename Tr::T>(w0, a[0], a[1]);
+        e4m3x4_to<typename Tr::T>(w1, a[2], a[3]);
+        st_shared_u4(t + tile_off<Tr, Tr::KV_TILE>(r, c), a);
+    }
 }
 
 }  // namespace gqa_detail
@@ -154,6 +191,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const unsigned s_base = sm.addr;
     unsigned char *gqa_smem = sm.ptr;
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
+    const unsigned sGK = s_base + Tr::SMEM_GK, sGV = s_base + Tr::SMEM_GV;  // where the gather lands
 
     // ---- Q tile: M_TILE packed rows, zero rows past the end ----
     {
@@ -172,8 +210,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     }
 
     // ---- K/V tile gather ----
-    // Each warp copies WROWS whole token rows per pass (lane -> 16-byte chunk lane % CHUNKS
-    // of token lane / CHUNKS; lanes past WROWS*CHUNKS idle), KV_LOADS passes per tile. One
+    // Each warp copies WROWS whole token rows per pass (lane -> 16-byte chunk lane % G_CHUNKS
+    // of token lane / G_CHUNKS; lanes past WROWS*G_CHUNKS idle), KV_LOADS passes per tile. One
     // lane per token of the warp looks the token up in the page table one tile ahead and
     // the copying lanes fetch its page and slot with a shuffle.
     constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS;
@@ -181,10 +219,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const int ps = p.page_size;
     const bool ps_pow2 = (ps & (ps - 1)) == 0;
     const int ps_shift = __ffs(ps) - 1;
-    const int ld_sub = lane / CHUNKS, ld_c = lane % CHUNKS;
+    constexpr int G_CHUNKS = Tr::G_CHUNKS, KVB = Tr::KV_BYTES;
+    const int ld_sub = lane / G_CHUNKS, ld_c = lane % G_CHUNKS;
     const bool ld_lane = ld_sub < WROWS;
-    const char *kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * 8) * 2;
-    const char *vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * 8) * 2;
+    const char *kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * (16 / KVB)) * KVB;
+    const char *vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * (16 / KVB)) * KVB;
     // the token this lane looks up: pass lane / WROWS, row lane % WROWS
     const int lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp * WROWS + lane % WROWS;
     const bool lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
@@ -206,8 +245,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         // index whether it is past the end (zero fill, offset 0 kept as a valid address)
         long long ko = 0, vo = 0;
         if (pg >= 0) {
-            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * 2;
-            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * 2;
+            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * KVB;
+            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * KVB;
         }
 #pragma unroll
         for (int j = 0; j < KV_LOADS; ++j) {
@@ -217,9 +256,10 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
             if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
             const bool ok = ts + tk < cta_hi;
-            const unsigned so = stage * Tr::TILE_BYTES + tile_off<Tr, KV_TILE>(tk, ld_c);
-            cp_async16_or_zero(sK + so, kb + jko, ok);
-            cp_async16_or_zero(sV + so, vb + jvo, ok);
+            const unsigned so =
+                stage * Tr::G_TILE_BYTES + (Tr::FP8 ? tk * D + ld_c * 16 : tile_off<Tr, KV_TILE>(tk, ld_c));
+            cp_async16_or_zero(sGK + so, kb + jko, ok);
+            cp_async16_or_zero(sGV + so, vb + jvo, ok);
         }
     };
 
@@ -238,7 +278,10 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const bool warp_active = row0 + wm * 16 < nrows;
     const int fx = chunk_xor<CHUNKS>(lane & 7);  // swizzle of every ldmatrix row of this lane
-    const float scale = p.scale_log2;
+    // FP8: k_scale joins the softmax scale (read here, not on the host, so that a captured
+    // graph sees the value the scale holds at replay); v_scale multiplies O at the end
+    const int sc_i = p.kv_scale_per_head ? kvh : 0;
+    const float scale = Tr::FP8 ? p.scale_log2 * p.k_scale[sc_i] : p.scale_log2;
 
     float o[D / 8][4];
 #pragma unroll
@@ -290,10 +333,16 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             cp_async_commit();
             fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
         }
+        if constexpr (Tr::FP8) {
+            convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
+            convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
+            if constexpr (Tr::WG) fence_proxy_async();  // the converted tiles -> visible to wgmma
+            __syncthreads();
+        }
         if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
 
         const int ts = kv_begin + t * KV_TILE;
-        const unsigned stage_off = (t % STAGES) * Tr::TILE_BYTES;
+        const unsigned stage_off = Tr::FP8 ? 0u : (t % STAGES) * Tr::TILE_BYTES;
 
         // S = Q K^T for this warp's 16 rows x NW keys
         float s[NW / 8][4];
@@ -425,6 +474,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     // peers' shared memory (distributed shared memory), and writes the final rows; no partial
     // goes through global memory and no second kernel runs.
     cp_async_wait<0>();
+    if constexpr (Tr::FP8) {
+        const float vs = p.v_scale[sc_i];
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) o[i][0] *= vs, o[i][1] *= vs, o[i][2] *= vs, o[i][3] *= vs;
+    }
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
 #if DCPATTN_HAS_CLUSTERS

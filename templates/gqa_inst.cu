@@ -2,7 +2,7 @@
 #include "common.cuh"
 #include "gqa.cuh"
 
-using ${NAME}_traits = dcpattn::GqaTraits<${T}, ${HEAD_DIM}, ${GROUP}, ${M_TILE}, ${KV_TILE}, ${STAGES}, ${THREADS}, ${WGMMA}>;
+using ${NAME}_traits = dcpattn::GqaTraits<${T}, ${KV_T}, ${HEAD_DIM}, ${GROUP}, ${M_TILE}, ${KV_TILE}, ${STAGES}, ${THREADS}, ${WGMMA}>;
 
 // the balanced schedule (p.workers > 0): a kernel of its own, so that each keeps its registers
 // (defined first: ptxas then reports the other first, whose figures the library records)

@@ -246,8 +246,13 @@ GPU_FN double lse_tol(int t, int base2) {
 }
 
 /* ---------------- one batch of global sequences (host) ---------------- */
+#define MAX_HKV 64 /* KV heads with FP8 scales */
 typedef struct batch_data {
     int dtype, batch, hq, hkv, d, total_q;
+    /* FP8 cache (data_set_fp8): k and v hold one e4m3 byte per element, dequantized with
+       these scales ([0] only unless per_head); kv_dtype 0: a cache of dtype */
+    int kv_dtype, per_head;
+    float k_scale[MAX_HKV], v_scale[MAX_HKV];
     int max_q; /* the plan's max_q_len: >= every q_len (the case's bound, so the variant,
                   which depends on it, is the same in every run) */
     int qlen[MAXB];
@@ -293,6 +298,36 @@ GPU_FN void data_make(batch_data *bd, int dtype, int hq, int hkv, int d, int bat
     data_fill(bd, seed);
 }
 
+/* Makes the cache e4m3 (one byte per element) with fresh random scales and values: keys and
+   values dequantize to the ranges of data_fill (amp 2 and 1); `small`: only the codes of
+   exponents 0 and 1 (subnormals and the smallest normals) with scales of 2^7 and 2^6, so the
+   result rests on the subnormal conversion. */
+GPU_FN void data_set_fp8(batch_data *bd, int per_head, int small, uint64_t *seed) {
+    int b, h;
+    int64_t i;
+    bd->kv_dtype = DCPATTN_FP8_E4M3;
+    bd->per_head = per_head;
+    for (h = 0; h < MAX_HKV; h++) {
+        const float ks = small ? 128.0f : (float)(0.02 + 0.03 * (1.0 + ref_rand_uniform(seed)));
+        const float vs = small ? 64.0f : (float)(0.01 + 0.015 * (1.0 + ref_rand_uniform(seed)));
+        bd->k_scale[h] = per_head || h == 0 ? ks : bd->k_scale[0];
+        bd->v_scale[h] = per_head || h == 0 ? vs : bd->v_scale[0];
+    }
+    for (b = 0; b < bd->batch; b++) {
+        const int64_t n = bd->L[b] * bd->hkv * bd->d;
+        for (i = 0; i < n; i++) {
+            const int hk = (int)((i / bd->d) % bd->hkv);
+            if (small) {
+                bd->k[b][i] = (uint16_t)(ref_rand_u64(seed) & 0x8f);
+                bd->v[b][i] = (uint16_t)(ref_rand_u64(seed) & 0x8f);
+            } else {
+                bd->k[b][i] = ref_double_to_e4m3(2.0 * ref_rand_uniform(seed) / bd->k_scale[hk]);
+                bd->v[b][i] = ref_double_to_e4m3(1.0 * ref_rand_uniform(seed) / bd->v_scale[hk]);
+            }
+        }
+    }
+}
+
 GPU_FN void data_free(batch_data *bd) {
     int b;
     for (b = 0; b < bd->batch; b++) {
@@ -310,6 +345,7 @@ typedef struct rank_in {
     uint16_t *hq; /* host q with the strides below; padding NaN */
     int64_t q_st, q_sh, q_elems;
     void *q, *k, *v;
+    float *ks, *vs; /* FP8: the scales on the device (MAX_HKV each) */
     int32_t *bt, *cu, *sk, *skg;
     int max_local, zero_local;
 } rank_in;
@@ -357,7 +393,7 @@ GPU_FN void rank_build(rank_in *ri, const batch_data *bd, int ps, int W, int r, 
     sp.rank = r;
     sp.interleave = I;
     sp.dtype = bd->dtype;
-    sp.fill = nan_bits(bd->dtype);
+    sp.fill = bd->kv_dtype == DCPATTN_FP8_E4M3 ? REF_E4M3_NAN : nan_bits(bd->dtype);
     sp.extra_pages = 2;
     sp.bt_extra_cols = 1;
     sp.bt_fill = 0;
@@ -401,8 +437,24 @@ GPU_FN void rank_build(rank_in *ri, const batch_data *bd, int ps, int W, int r, 
         CUDA_OK(cudaMalloc((void **)&ri->skg, sizeof(int32_t) * MAXB));
     }
     CUDA_OK(cudaMemcpy(ri->q, ri->hq, sizeof(uint16_t) * (size_t)ri->q_elems, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->k, ri->sh.k_cache, sizeof(uint16_t) * (size_t)kelems, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ri->v, ri->sh.v_cache, sizeof(uint16_t) * (size_t)velems, cudaMemcpyHostToDevice));
+    if (bd->kv_dtype == DCPATTN_FP8_E4M3) { /* the bytes the host copy holds one per uint16_t */
+        unsigned char *kb = (unsigned char *)xmalloc((size_t)kelems), *vb = (unsigned char *)xmalloc((size_t)velems);
+        for (i = 0; i < kelems; i++) kb[i] = (unsigned char)ri->sh.k_cache[i];
+        for (i = 0; i < velems; i++) vb[i] = (unsigned char)ri->sh.v_cache[i];
+        CUDA_OK(cudaMemcpy(ri->k, kb, (size_t)kelems, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(ri->v, vb, (size_t)velems, cudaMemcpyHostToDevice));
+        free(kb);
+        free(vb);
+        if (!ri->ks) {
+            CUDA_OK(cudaMalloc((void **)&ri->ks, sizeof(float) * MAX_HKV));
+            CUDA_OK(cudaMalloc((void **)&ri->vs, sizeof(float) * MAX_HKV));
+        }
+        CUDA_OK(cudaMemcpy(ri->ks, bd->k_scale, sizeof(float) * MAX_HKV, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(ri->vs, bd->v_scale, sizeof(float) * MAX_HKV, cudaMemcpyHostToDevice));
+    } else {
+        CUDA_OK(cudaMemcpy(ri->k, ri->sh.k_cache, sizeof(uint16_t) * (size_t)kelems, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(ri->v, ri->sh.v_cache, sizeof(uint16_t) * (size_t)velems, cudaMemcpyHostToDevice));
+    }
     CUDA_OK(cudaMemcpy(ri->bt, ri->sh.block_table, sizeof(int32_t) * (size_t)bd->batch * (size_t)ri->sh.block_table_stride,
                        cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(ri->cu, bd->cu, sizeof(int32_t) * (size_t)(bd->batch + 1), cudaMemcpyHostToDevice));
@@ -417,6 +469,8 @@ GPU_FN void rank_free(rank_in *ri) {
     cudaFree(ri->q);
     cudaFree(ri->k);
     cudaFree(ri->v);
+    if (ri->ks) cudaFree(ri->ks);
+    if (ri->vs) cudaFree(ri->vs);
     cudaFree(ri->bt);
     cudaFree(ri->cu);
     cudaFree(ri->sk);
@@ -446,6 +500,10 @@ GPU_FN void rank_args(dcpattn_attn_args *a, const rank_in *ri, const batch_data 
     a->cu_seqlens_q = ri->cu;
     a->seqused_k = ri->sk;
     a->seqused_k_global = ri->skg;
+    if (bd->kv_dtype == DCPATTN_FP8_E4M3) {
+        a->k_scale = ri->ks;
+        a->v_scale = ri->vs;
+    }
 }
 
 GPU_FN void rank_ref_inputs(ref_attn_inputs *in, const rank_in *ri, const batch_data *bd) {
@@ -680,6 +738,8 @@ GPU_FN dcpattn_status plan_for(dcpattn_context *ctx, const batch_data *bd, const
     ad.max_seqlen_k = ri->max_local;
     ad.num_splits = rc->splits;
     ad.num_sms = rc->num_sms;
+    ad.kv_dtype = (dcpattn_dtype)bd->kv_dtype;
+    ad.kv_scale_per_head = bd->per_head;
     return dcpattn_attn_plan_create(ctx, &ad, plan);
 }
 
@@ -697,6 +757,12 @@ GPU_FN ref_attn_params ref_params(const batch_data *bd, const rank_in *ri, const
     p.interleave = ri->I;
     p.lse_base2 = rc->lse_base2 == 1;
     p.dtype = bd->dtype;
+    if (bd->kv_dtype == DCPATTN_FP8_E4M3) {
+        p.kv_dtype = REF_E4M3;
+        p.k_scale = bd->k_scale;
+        p.v_scale = bd->v_scale;
+        p.kv_scale_per_head = bd->per_head;
+    }
     return p;
 }
 #endif /* GPU_UTIL_ATTN */

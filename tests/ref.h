@@ -12,8 +12,8 @@
      the local keys l < ref_local_len(p + 1, W, r, I).
 
    ELEMENT TYPES  (values equal dcpattn_dtype's, so DCPATTN_BF16 etc. may be passed)
-     REF_BF16 = 1, REF_FP16 = 2, REF_FP32 = 3, REF_F64 = 4; where a 16-bit type is expected,
-     0 means bf16 (as DCPATTN_DTYPE_DEFAULT does).
+     REF_BF16 = 1, REF_FP16 = 2, REF_FP32 = 3, REF_E4M3 = 4 (OCP FP8 e4m3fn, KV caches only),
+     REF_F64 = 5; where a 16-bit type is expected, 0 means bf16 (as DCPATTN_DTYPE_DEFAULT does).
      float    ref_bf16_to_float(uint16_t)   uint16_t ref_float_to_bf16(float)   round to nearest even
      float    ref_fp16_to_float(uint16_t)   uint16_t ref_float_to_fp16(float)   NaN stays NaN, overflow -> inf
      float    ref_round_bf16(float)         float    ref_round_fp16(float)      x -> 16 bits -> float
@@ -21,6 +21,10 @@
      double   ref_round_to(double v, int type)     v rounded to REF_BF16/FP16/FP32 (REF_F64: v)
      double   ref_load(const void *p, int type, int64_t i)   element i of a typed array, as double
      REF_BF16_NAN, REF_FP16_NAN: quiet NaN bit patterns (poison for unused cache slots).
+     double   ref_e4m3_to_double(uint8_t)   exact: NaN for 0x7f/0xff, +-0, subnormals m*2^-9, max 448
+     uint8_t  ref_double_to_e4m3(double)    nearest, ties to even mantissa, saturating to
+                                            +-448 (infinities too); NaN -> 0x7f
+     REF_E4M3_NAN: 0x7f.
 
    RANDOM (splitmix64; deterministic for a seed)
      uint64_t ref_rand_u64(uint64_t *state)   double ref_rand_uniform(uint64_t *state)  in [-1, 1)
@@ -31,6 +35,9 @@
      ref_attn_params p = {0}; p.hq, p.hkv, p.dqk, p.dv (0: dqk), p.page_size, p.causal,
        p.scale (0: 1/sqrt(dqk)), p.world/rank/interleave (0 world or interleave: 1),
        p.lse_base2, p.dtype (of q, k, v), p.emulate_lowp (see below).
+       FP8 cache: p.kv_dtype = REF_E4M3 (0: dtype), p.k_scale, p.v_scale (float [1], or
+       [hkv] with p.kv_scale_per_head); the caches then hold one e4m3 byte per uint16_t
+       element, and a key or value is that byte's value times its scale, in double.
      ref_attn_inputs in = {0}; the host copies of dcpattn_attn_args: batch, q (+ strides),
        k_cache / v_cache (+ page, token, head strides; v may equal k for MLA), num_pages,
        block_table (+ row stride), cu_seqlens_q, seqused_k, seqused_k_global (0: = seqused_k,
@@ -47,7 +54,8 @@
        contiguous q [q_len, hq, dqk], k [L, hkv, dqk], v [L, hkv, dv].
      p.emulate_lowp = 1 does "the same math in the input precision" (docs/contract.md 10): the
        probabilities exp(s - max) are rounded to p.dtype before the P·V product (the row sum
-       is not) and out is rounded to p.dtype. Its error against the exact result is the
+       is not) and out is rounded to p.dtype; a dequantized FP8 key or value is rounded to
+       p.dtype too. Its error against the exact result is the
        baseline a kernel's error is compared with (ref_err_within).
 
    SHARDING HELPER
@@ -103,8 +111,9 @@
 #define REF_FN static
 #endif
 
-enum { REF_BF16 = 1, REF_FP16 = 2, REF_FP32 = 3, REF_F64 = 4 };
+enum { REF_BF16 = 1, REF_FP16 = 2, REF_FP32 = 3, REF_E4M3 = 4, REF_F64 = 5 };
 #define REF_BF16_NAN ((uint16_t)0x7fc0)
+#define REF_E4M3_NAN ((uint8_t)0x7f)
 #define REF_FP16_NAN ((uint16_t)0x7e00)
 #define REF_LN2 0.69314718055994530942
 
@@ -171,6 +180,26 @@ REF_FN uint16_t ref_float_to_fp16(float f) {
 }
 REF_FN float ref_round_bf16(float f) { return ref_bf16_to_float(ref_float_to_bf16(f)); }
 REF_FN float ref_round_fp16(float f) { return ref_fp16_to_float(ref_float_to_fp16(f)); }
+/* e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is subnormal, S.1111.111
+   is NaN, there is no infinity. */
+REF_FN double ref_e4m3_to_double(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double mag = e == 15 && m == 7 ? NAN : e == 0 ? ldexp((double)m, -9) : ldexp((double)(8 + m), e - 10);
+    return b & 0x80 ? -mag : mag;
+}
+REF_FN uint8_t ref_double_to_e4m3(double x) {
+    /* the nearest of the 127 finite magnitudes, searched: slow and plainly right */
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    const double a = fabs(x);
+    int c, best = 0;
+    if (isnan(x)) return REF_E4M3_NAN;
+    for (c = 1; c <= 0x7e; c++) {
+        const double dc = fabs(ref_e4m3_to_double((uint8_t)c) - a), db = fabs(ref_e4m3_to_double((uint8_t)best) - a);
+        if (dc < db || (dc == db && !(c & 1))) best = c;
+    }
+    return (uint8_t)(sign | best);
+}
+
 REF_FN double ref_h2d(uint16_t bits, int dtype) {
     return dtype == REF_FP16 ? (double)ref_fp16_to_float(bits) : (double)ref_bf16_to_float(bits);
 }
@@ -187,6 +216,7 @@ REF_FN double ref_load(const void *p, int type, int64_t i) {
     case REF_FP32: return (double)((const float *)p)[i];
     case REF_F64: return ((const double *)p)[i];
     case REF_FP16: return (double)ref_fp16_to_float(((const uint16_t *)p)[i]);
+    case REF_E4M3: return ref_e4m3_to_double(((const uint8_t *)p)[i]);
     default: return (double)ref_bf16_to_float(((const uint16_t *)p)[i]);
     }
 }
@@ -220,6 +250,9 @@ typedef struct ref_attn_params {
     int lse_base2;               /* lse out as log2 */
     int dtype;                   /* q, k, v: REF_BF16 (or 0) or REF_FP16 */
     int emulate_lowp;            /* round P to dtype before P·V and out to dtype */
+    int kv_dtype;                /* 0: dtype; REF_E4M3: FP8 cache with the scales below */
+    const float *k_scale, *v_scale;
+    int kv_scale_per_head;       /* scales [hkv], else [1] */
 } ref_attn_params;
 
 typedef struct ref_attn_inputs {
@@ -252,11 +285,12 @@ REF_FN const uint16_t *ref_kv_at_(const ref_kv_view_ *v, int64_t l, int h) {
 }
 
 typedef struct ref_norm_params_ {
-    int hq, hkv, dqk, dv, W, r, I, dtype;
+    int hq, hkv, dqk, dv, W, r, I, dtype, fp8;
     double scale;
 } ref_norm_params_;
 
 REF_FN int ref_norm_(const ref_attn_params *p, ref_norm_params_ *n) {
+    n->fp8 = p->kv_dtype == REF_E4M3;
     n->hq = p->hq;
     n->hkv = p->hkv;
     n->dqk = p->dqk;
@@ -273,7 +307,19 @@ REF_FN int ref_norm_(const ref_attn_params *p, ref_norm_params_ *n) {
         return ref_fail_("ref: bad placement W=%d r=%d I=%d", n->W, n->r, n->I);
     if (n->dtype != REF_BF16 && n->dtype != REF_FP16)
         return ref_fail_("ref: dtype %d is not bf16 or fp16", n->dtype);
+    if (p->kv_dtype != 0 && p->kv_dtype != n->dtype && !n->fp8)
+        return ref_fail_("ref: kv_dtype %d is not 0, dtype or REF_E4M3", p->kv_dtype);
+    if (n->fp8 && (!p->k_scale || !p->v_scale))
+        return ref_fail_("ref: an e4m3 cache needs k_scale and v_scale");
     return 0;
+}
+
+/* Element d of the key (v = 0) or value (v = 1) row at `row` of KV head kvh, dequantized. */
+REF_FN double ref_kv_(const ref_attn_params *p, const ref_norm_params_ *n, const uint16_t *row, int d, int kvh, int v) {
+    double x;
+    if (!n->fp8) return ref_h2d(row[d], n->dtype);
+    x = ref_e4m3_to_double((uint8_t)row[d]) * (double)(v ? p->v_scale : p->k_scale)[p->kv_scale_per_head ? kvh : 0];
+    return p->emulate_lowp ? ref_round_to(x, n->dtype) : x;
 }
 
 /* One (query row, head): softmax over the first `limit` keys of kv. s: scratch[limit + dqk]. */
@@ -292,7 +338,7 @@ REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, c
     for (j = 0; j < limit; j++) {
         const uint16_t *k = ref_kv_at_(kv, j, kvh);
         double dot = 0;
-        for (d = 0; d < n->dqk; d++) dot += qd[d] * ref_h2d(k[d], n->dtype);
+        for (d = 0; d < n->dqk; d++) dot += qd[d] * ref_kv_(p, n, k, d, kvh, 0);
         s[j] = dot * n->scale;
         if (s[j] > m) m = s[j];
     }
@@ -300,7 +346,7 @@ REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, c
         const uint16_t *v = ref_kv_at_(vv, j, kvh);
         double e = exp(s[j] - m), pe = p->emulate_lowp ? ref_round_to(e, n->dtype) : e;
         sum += e;
-        for (d = 0; d < n->dv; d++) o[d] += pe * ref_h2d(v[d], n->dtype);
+        for (d = 0; d < n->dv; d++) o[d] += pe * ref_kv_(p, n, v, d, kvh, 1);
     }
     for (d = 0; d < n->dv; d++) {
         o[d] /= sum;

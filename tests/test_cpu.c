@@ -144,6 +144,126 @@ static void test_conversions(void) {
     CHECK(isnan(ref_bf16_to_float(REF_BF16_NAN)) && isnan(ref_fp16_to_float(REF_FP16_NAN)), "NaN poison bits");
 }
 
+/* templates/common.cuh, e4m3x4_to, step by step on the CPU: prmt places bytes 0, 1 (2, 3) at the
+   high bytes of two 16-bit halves, a mask and a shift move sign, exponent and mantissa into
+   T's fields, and a multiply by 2^(bias(T) - 7) rebiases (exact in double here). */
+static uint32_t prmt_emul(uint32_t a, uint32_t b, uint32_t sel) {
+    const uint64_t bytes = (uint64_t)a | (uint64_t)b << 32;
+    uint32_t d = 0;
+    int i;
+    for (i = 0; i < 4; i++) d |= (uint32_t)((bytes >> (8 * ((sel >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return d;
+}
+static void e4m3x4_emul(int dtype, uint32_t w, double out[4]) {
+    const uint32_t x[2] = {prmt_emul(w, 0, 0x1404u), prmt_emul(w, 0, 0x3424u)};
+    int i, half;
+    for (i = 0; i < 2; i++) {
+        const uint32_t h = dtype == REF_FP16 ? (x[i] & 0x80008000u) | ((x[i] >> 1) & 0x3f803f80u)
+                                             : (x[i] & 0x80008000u) | ((x[i] >> 4) & 0x07f007f0u);
+        for (half = 0; half < 2; half++)
+            out[2 * i + half] = ref_h2d((uint16_t)(h >> (16 * half)), dtype) * (dtype == REF_FP16 ? 256.0 : ldexp(1, 120));
+    }
+}
+
+static void test_e4m3(void) {
+    int c, nan = 0, errs_int = 0, errs_kern = 0, errs_rt = 0, errs_near = 0, dt, i;
+    uint64_t rng = 777;
+    /* every encoding against integer arithmetic: a finite e4m3 value times 2^9 is the integer
+       m (exponent 0) or (8 + m) << (e - 1) */
+    for (c = 0; c < 256; c++) {
+        const int e = (c >> 3) & 15, m = c & 7;
+        const double v = ref_e4m3_to_double((uint8_t)c);
+        long v512;
+        if (e == 15 && m == 7) {
+            nan += isnan(v) != 0;
+            continue;
+        }
+        v512 = e == 0 ? m : (long)(8 + m) << (e - 1);
+        if (isnan(v) || v * 512.0 != (c & 0x80 ? -(double)v512 : (double)v512) || (signbit(v) != 0) != (c >= 0x80))
+            errs_int++;
+    }
+    CHECK(nan == 2 && errs_int == 0, "e4m3 decode: %d NaN encodings (want 0x7f, 0xff), %d wrong values", nan, errs_int);
+    CHECK(ref_e4m3_to_double(0x00) == 0 && !signbit(ref_e4m3_to_double(0x00)) && ref_e4m3_to_double(0x80) == 0 &&
+              signbit(ref_e4m3_to_double(0x80)) && ref_e4m3_to_double(0x01) == ldexp(1, -9) &&
+              ref_e4m3_to_double(0x07) == ldexp(7, -9) && ref_e4m3_to_double(0x08) == ldexp(1, -6) &&
+              ref_e4m3_to_double(0x38) == 1.0 && ref_e4m3_to_double(0x7e) == 448.0 &&
+              ref_e4m3_to_double(0xfe) == -448.0 && ref_e4m3_to_double(0xb9) == -1.125,
+          "e4m3 spot values");
+    for (c = 1; c <= 0x7e; c++)
+        if (!(ref_e4m3_to_double((uint8_t)c) > ref_e4m3_to_double((uint8_t)(c - 1)))) errs_int++;
+    CHECK(errs_int == 0, "e4m3 magnitudes not increasing with the code");
+    /* the kernel's conversion, emulated, for every byte in every position of the word (NaN
+       bytes become +-480: the kernel never reads them) */
+    for (dt = REF_BF16; dt <= REF_FP16; dt++)
+        for (c = 0; c < 256; c++)
+            for (i = 0; i < 4; i++) {
+                const uint32_t w = (uint32_t)c << (8 * i) | (uint32_t)(0x38u << (8 * ((i + 1) & 3)));
+                const double want = (c & 0x7f) == 0x7f ? (c & 0x80 ? -480.0 : 480.0) : ref_e4m3_to_double((uint8_t)c);
+                double got[4];
+                e4m3x4_emul(dt, w, got);
+                if (got[i] != want || signbit(got[i]) != signbit(want) || got[(i + 1) & 3] != 1.0) errs_kern++;
+            }
+    CHECK(errs_kern == 0, "kernel e4m3 -> bf16/fp16 bit placement: %d errors", errs_kern);
+    /* the encoder: every finite code round-trips; saturation; ties to the even code */
+    for (c = 0; c < 256; c++)
+        if ((c & 0x7f) != 0x7f && ref_double_to_e4m3(ref_e4m3_to_double((uint8_t)c)) != c) errs_rt++;
+    CHECK(errs_rt == 0, "e4m3 encode(decode(c)) != c for %d codes", errs_rt);
+    CHECK(ref_double_to_e4m3(448.0) == 0x7e && ref_double_to_e4m3(464.0) == 0x7e && ref_double_to_e4m3(1e30) == 0x7e &&
+              ref_double_to_e4m3(INFINITY) == 0x7e && ref_double_to_e4m3(-INFINITY) == 0xfe &&
+              (ref_double_to_e4m3(NAN) & 0x7f) == 0x7f && ref_double_to_e4m3(-0.0) == 0x80 &&
+              ref_double_to_e4m3(1.0625) == 0x38 && ref_double_to_e4m3(1.1875) == 0x3a &&
+              ref_double_to_e4m3(1.0626) == 0x39 && ref_double_to_e4m3(ldexp(1, -10)) == 0x00 &&
+              ref_double_to_e4m3(-ldexp(1, -10)) == 0x80 && ref_double_to_e4m3(ldexp(1.01, -10)) == 0x01 &&
+              ref_double_to_e4m3(ldexp(3, -10)) == 0x02 && ref_double_to_e4m3(ldexp(1, -20)) == 0x00,
+          "e4m3 encoder: saturation, signed zero, ties to even");
+    for (i = 0; i < 100000; i++) {
+        const double x = ldexp(ref_rand_uniform(&rng), (int)(ref_rand_u64(&rng) % 20) - 10);
+        const int q = ref_double_to_e4m3(x), mag = q & 0x7f;
+        const double err = fabs(ref_e4m3_to_double((uint8_t)q) - x);
+        if ((mag > 0 && fabs(ref_e4m3_to_double((uint8_t)(q - 1)) - x) < err) ||
+            (mag < 0x7e && fabs(ref_e4m3_to_double((uint8_t)(q + 1)) - x) < err))
+            errs_near++;
+    }
+    CHECK(errs_near == 0, "e4m3 encoder not nearest: %d values", errs_near);
+}
+
+/* An e4m3 cache in ref_attn equals a bf16 cache holding the dequantized values, where those are
+   bf16 values (power-of-two scales): the scales are applied per KV head, to K and V apart. */
+static void test_attn_e4m3(void) {
+    enum { QL = 3, HQ = 4, HKV = 2, D = 32, L = 40 };
+    static uint16_t q[QL * HQ * D], k8[L * HKV * D], v8[L * HKV * D], kb[L * HKV * D], vb[L * HKV * D];
+    static double o8[QL * HQ * D], ob[QL * HQ * D], l8[QL * HQ], lb[QL * HQ];
+    const float ks[HKV] = {0.25f, 2.0f}, vs[HKV] = {0.5f, 0.125f};
+    ref_attn_params p;
+    ref_err e;
+    uint64_t rng = 99;
+    int i, per_head;
+    ref_fill_uniform(q, QL * HQ * D, REF_BF16, 2.0, &rng);
+    for (i = 0; i < L * HKV * D; i++) {
+        k8[i] = ref_double_to_e4m3(4.0 * ref_rand_uniform(&rng));
+        v8[i] = ref_double_to_e4m3(ldexp(ref_rand_uniform(&rng), -6)); /* subnormals too */
+    }
+    for (per_head = 0; per_head < 2; per_head++) {
+        for (i = 0; i < L * HKV * D; i++) {
+            const int h = per_head ? (i / D) % HKV : 0;
+            kb[i] = ref_float_to_bf16((float)(ref_e4m3_to_double((uint8_t)k8[i]) * ks[h]));
+            vb[i] = ref_float_to_bf16((float)(ref_e4m3_to_double((uint8_t)v8[i]) * vs[h]));
+        }
+        memset(&p, 0, sizeof p);
+        p.hq = HQ, p.hkv = HKV, p.dqk = D, p.causal = 1, p.dtype = REF_BF16;
+        CHECK(ref_attn_dense(&p, QL, L, q, kb, vb, ob, lb) == 0, "bf16 twin: %s", ref_error());
+        p.kv_dtype = REF_E4M3, p.k_scale = ks, p.v_scale = vs, p.kv_scale_per_head = per_head;
+        CHECK(ref_attn_dense(&p, QL, L, q, k8, v8, o8, l8) == 0, "e4m3: %s", ref_error());
+        e = ref_compare(ob, o8, REF_F64, QL * HQ * D);
+        CHECK(e.bad == 0 && e.max_abs == 0, "e4m3 cache (per head %d) != its bf16 twin: %s", per_head, ref_err_str(&e));
+        e = ref_compare(lb, l8, REF_F64, QL * HQ);
+        CHECK(e.bad == 0 && e.max_abs == 0, "e4m3 lse (per head %d): %s", per_head, ref_err_str(&e));
+    }
+    p.k_scale = NULL;
+    CHECK(ref_attn_dense(&p, QL, L, q, k8, v8, o8, l8) == -1 && strstr(ref_error(), "k_scale"), "missing scale: %s",
+          ref_error());
+}
+
 static void test_metric(void) {
     double ref[4] = {1, -2, 0.5, -INFINITY}, got[4] = {1.5, -2, 0.5, -INFINITY};
     float gotf[4] = {1, -2, 0.5f, -INFINITY};
@@ -728,6 +848,8 @@ static void test_merge(void) {
 int main(void) {
     test_placement();
     test_conversions();
+    test_e4m3();
+    test_attn_e4m3();
     test_metric();
     test_attn_small();
     test_ref_input_checks();

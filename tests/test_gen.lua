@@ -133,9 +133,10 @@ do
         end
         if match(n, "^gqa_") then ngqa = ngqa + 1 end
     end
-    check(ngqa >= 1 and ngqa <= 40, "%d gqa variants in the default set", ngqa)
+    check(ngqa >= 1 and ngqa <= 44, "%d gqa variants in the default set", ngqa)
     for _, n in ipairs { "merge_bf16_bf16", "merge_fp16_fp16", "merge_fp32_fp32", "merge_fp32_bf16",
-        "merge_fp32_fp16", "gqa_bf16_d128_g8_m16", "gqa_bf16_d64_g1_m64", "gqa_bf16_d256_g16_m16" } do
+        "merge_fp32_fp16", "gqa_bf16_d128_g8_m16", "gqa_bf16_d64_g1_m64", "gqa_bf16_d256_g16_m16",
+        "gqa_bf16_kve4m3_d128_g8_m16", "gqa_bf16_kve4m3_d128_g8_m64" } do
         check(seen[n], "default set lacks %s", n)
     end
     local again = dcpattn.default_set()
@@ -174,6 +175,22 @@ do -- parse(name(spec)) round-trips over the whole space
         end
     end
     check(count == 2 * 5 * 64 * 3, "round trips ran")
+    -- the FP8 cache: a field of its own, absent when the cache has the query's dtype
+    for _, dt in ipairs { "bf16", "fp16" } do
+        for _, d in ipairs { 64, 96, 128, 192, 256 } do
+            for _, g in ipairs { 1, 7, 64 } do
+                local spec = { family = "gqa", dtype = dt, kv_dtype = "e4m3", head_dim = d, group = g, m_tile = 32 }
+                local n = dcpattn.name(spec)
+                local back = n and dcpattn.parse(n)
+                check(n == format("gqa_%s_kve4m3_d%d_g%d_m32", dt, d, g) and back and back.kv_dtype == "e4m3"
+                    and back.dtype == dt and back.head_dim == d and back.group == g, "FP8 round trip %s", tostring(n))
+                check(n and not names[n], "name %s not unique", tostring(n))
+                if n then names[n] = true end
+                spec.kv_dtype = dt
+                check(dcpattn.name(spec) == format("gqa_%s_d%d_g%d_m32", dt, d, g), "same-dtype cache named without kv")
+            end
+        end
+    end
     check(dcpattn.name { family = "gqa", dtype = "bf16", head_dim = 128, group = 6, m_tile = 32 }
         == "gqa_bf16_d128_g6_m32", "non power of two group")
 end
@@ -183,6 +200,9 @@ do -- forgiving input, canonical output
         { "GQA_BF16_D128_G8_M16", "gqa_bf16_d128_g8_m16" },
         { "  gqa_bfloat16_d0128_g08_m16 ", "gqa_bf16_d128_g8_m16" },
         { "gqa_half_d64_g1_m64", "gqa_fp16_d64_g1_m64" },
+        { "gqa_bf16_kvfp8_d128_g8_m16", "gqa_bf16_kve4m3_d128_g8_m16" },
+        { "GQA_HALF_KVE4M3_D64_G1_M64", "gqa_fp16_kve4m3_d64_g1_m64" },
+        { "gqa_bf16_kvbfloat16_d128_g8_m16", "gqa_bf16_d128_g8_m16" },
         { "merge_float_half", "merge_fp32_fp16" },
     }
     for _, c in ipairs(cases) do
@@ -206,6 +226,12 @@ do -- bad specs: compiler-style messages naming the problem
         { "gqa_bf16_d128_g8_m48", "M tile 48" },
         { "gqa_bf16_d128_g8", "4 fields" },
         { "gqa_bf16_d128_g8_m16_x", "4 fields" },
+        { "gqa_bf16_kve4m3_d128_g8", "got 3 and 1 optional" },
+        { "gqa_bf16_kve4m3_kve4m3_d128_g8_m16", "4 fields" },
+        { "gqa_bf16_kvfp16_d128_g8_m16", "KV dtype 'fp16' with dtype 'bf16'" },
+        { "gqa_bf16_kvint8_d128_g8_m16", "unknown KV dtype 'int8'" },
+        { "gqa_bf16_kv_d128_g8_m16", "malformed field 'kv'" },
+        { "mla_bf16_kve4m3_h16_m64", "3 fields" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
         { "gqa-bf16", "characters" },
@@ -264,6 +290,11 @@ do
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
         { { arch = 80, max_q_len = 4 }, "gqa_bf16_d128_g8_m32" },
         { { arch = 90, max_q_len = 3, dqk = 64, dv = 64 }, "gqa_bf16_d64_g8_m32" },
+        -- an FP8 cache: the same tiles, the KV dtype in the name
+        { { kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m16" },
+        { { kv_dtype = "bf16" }, "gqa_bf16_d128_g8_m16" },
+        { { arch = 90, max_q_len = 4, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m64" },
+        { { dtype = "fp16", kv_dtype = "e4m3", dqk = 96, dv = 96 }, "gqa_fp16_kve4m3_d96_g8_m16" },
     }
     for _, c in ipairs(cases) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -284,6 +315,10 @@ do
         { { arch = -90 }, "arch" },
         { { dtype = "fp32" }, "unknown dtype 'fp32'" },
         { { heads = 4 }, "unknown descriptor field 'heads'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "kv_dtype = e4m3: MLA has no FP8 variant" },
+        { { kv_dtype = "fp16" }, "KV dtype 'fp16' with dtype 'bf16'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "fp16" }, "MLA's cache has the query's dtype" },
+        { { kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
     }
     for _, c in ipairs(bad) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -400,7 +435,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local fake = {
         ["templates/merge_inst.cu"] = "#include \"dcpattn_abi.h\"\n${NAME} ${IN_T} ${OUT_T} ${THREADS} ${ITEMS}\n",
         ["templates/gqa_inst.cu"] = "#include \"dcpattn_abi.h\"\n"
-            .. "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
+            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
     }
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
@@ -411,7 +446,8 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true), "gqa bindings")
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true),
+            "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
         check(meta.smem == 3 * 64 * 256 * 2 + 16 * 128 * 2, "gqa smem %s", tostring(meta.smem))
@@ -421,14 +457,19 @@ do -- families through dcpattn.render, on fake instance templates that use every
         "gqa d256 m64 meta")
     -- the wgmma tile (M64, D 128): bound true, three stages, 1024 bytes of alignment slack
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
         and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
+    -- FP8 cache: e4m3 stages (1 byte per element) and one converted bf16 K and V tile
+    src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m64", { read = read, abi = ABI })
+    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 128 64 3 true\n", 1, true)
+        and meta.smem == 3 * 64 * 256 + 64 * 256 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3",
+        "gqa FP8 bindings and smem %s", tostring(meta and meta.smem))
     -- a spec table works as well as a name
     src, meta = dcpattn.render({ family = "merge", in_dtype = "bf16", out_dtype = "bf16" }, { read = read, abi = ABI })
     check(src and meta.kernel == "merge_bf16_bf16", "render a spec table")
 
     -- an instance template that forgets a binding
-    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE}\n"
+    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE}\n"
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m16", { read = read, abi = ABI })
     check(not src and is_error(meta, "templates/gqa_inst.cu:1") and find(meta, "STAGES", 1, true),
         "unused binding through render: %s", tostring(meta))
@@ -578,8 +619,11 @@ end
 
 -- ================================ the grammar in docs/architecture.md ========================
 -- What the docs say a variant name is must be what the CLI accepts: the families, the element
--- types of each, the values of each numeric field, the spellings of the element types.
+-- types of each field, the values of each numeric field, optional fields, the spellings of the
+-- element types. Notation: "x" a literal, [ ... ] optional, a | b alternatives; an alternative
+-- that names a field of the same name (kvdtype = e4m3 | adtype) repeats that field's value.
 do
+    local types = require "dcpattn.types"
     local doc = read_file(ROOT .. "/docs/architecture.md") or ""
     local section = match(doc, "\n## Canonical variant names\n(.-)\n## ") or ""
     local grammar = match(section, "\n```\n(.-)```") or ""
@@ -610,6 +654,11 @@ do
         end
         fields[sym] = per
     end
+    for lhs in pairs(rules) do -- every rule but the start is used
+        local used = lhs == "name"
+        for _, rhs in pairs(rules) do used = used or find(rhs, "%f[%w_]" .. lhs .. "%f[^%w_]") ~= nil end
+        check(used, "docs/architecture.md: rule %s is used by no other rule", lhs)
+    end
     local families = {}
     for _, n in ipairs(defaults) do families[match(n, "^(%l+)_")] = true end
     local listed = {}
@@ -617,24 +666,55 @@ do
     for f in pairs(families) do check(listed[f] and rules[f], "docs/architecture.md: family %s missing", f) end
     for f in pairs(listed) do check(families[f], "docs/architecture.md: family %s does not exist", f) end
 
-    local good, bad = {}, {}
+    local good, bad, spell = {}, {}, {}
+    local function canonical(n) local sp = dcpattn.parse(n); return sp and dcpattn.name(sp) end
     for fam in pairs(families) do
-        local parts = {}
-        local rhs = rules[fam] or ""
-        for lit, sym in gmatch(rhs, '"([^"]*)"%s*([%w_]*)') do
-            parts[#parts + 1] = { lit = lit }
-            if sym ~= "" then parts[#parts + 1] = { sym = sym } end
+        -- parts: { lit = "..." } or { sym = "X" }, each with opt = the optional group it is in
+        local parts, group, direct = {}, 0, {}
+        local rhs, pos, toks = rules[fam] or "", 1, {}
+        while true do
+            local _, e, tok = find(rhs, '^%s*("[^"]*")', pos)
+            if not tok then _, e, tok = find(rhs, "^%s*([%w_]+)", pos) end
+            if not tok then _, e, tok = find(rhs, "^%s*([%[%]])", pos) end
+            if not tok then break end
+            toks[#toks + 1], pos = tok, e + 1
         end
-        -- the name with value `v` in part k and the first value of every other part
+        check(match(rhs, "^%s*$", pos), "docs/architecture.md: cannot read the rule of %s from '%s'", fam, rhs:sub(pos))
+        for _, tok in ipairs(toks) do
+            if tok == "[" then
+                group = group + 1
+            elseif tok == "]" then
+                group = 0 -- (not nested)
+            elseif tok:sub(1, 1) == '"' then
+                parts[#parts + 1] = { lit = tok:sub(2, -2), opt = group > 0 and group or nil }
+            else
+                parts[#parts + 1] = { sym = tok, opt = group > 0 and group or nil }
+                direct[tok] = #parts
+            end
+        end
+        -- the values of each symbol: a set of numbers, or element types (terminal words and
+        -- back references to another part)
         local firsts = {}
         for k, p in ipairs(parts) do
             if p.sym and rules[p.sym] then
-                p.values = alternatives(rules[p.sym])
+                p.words, p.backref = {}, nil
+                local function expand(rhs)
+                    for _, w in ipairs(alternatives(rhs)) do
+                        if rules[w] and direct[w] and direct[w] ~= k then
+                            p.backref = direct[w]
+                        elseif rules[w] then
+                            expand(rules[w])
+                        else
+                            p.words[#p.words + 1] = w
+                        end
+                    end
+                end
+                expand(rules[p.sym])
+                p.values = p.words
             elseif p.sym then
                 local per = fields[p.sym] or {}
-                local set = per[fam] or per["*"] or {}
-                p.set = set
-                p.values = util.sorted_keys(set)
+                p.set = per[fam] or per["*"] or {}
+                p.values = util.sorted_keys(p.set)
                 table.sort(p.values)
             end
             if p.sym then
@@ -642,11 +722,22 @@ do
                 firsts[k] = tostring(p.values[1])
             end
         end
+        -- the name with value v in part k, the first value elsewhere; optional groups only
+        -- where k is (a back reference takes the value of the part it names)
         local function name_with(k, v)
-            local out = {}
-            for i, p in ipairs(parts) do out[#out + 1] = p.lit or (i == k and tostring(v) or firsts[i]) end
+            local out, val = {}, {}
+            for i, p in ipairs(parts) do
+                if p.sym then val[i] = i == k and tostring(v) or firsts[i] end
+            end
+            for i, p in ipairs(parts) do
+                if p.backref and i ~= k then val[i] = val[p.backref] end
+            end
+            for i, p in ipairs(parts) do
+                if not p.opt or (k and parts[k].opt == p.opt) then out[#out + 1] = p.lit or val[i] end
+            end
             return table.concat(out)
         end
+        good[#good + 1] = name_with(nil)
         for k, p in ipairs(parts) do
             if p.set then -- a number: accepted exactly for the documented values
                 local hi = p.values[#p.values] or 0
@@ -659,14 +750,20 @@ do
                 end
                 good[#good + 1] = name_with(k, p.values[#p.values])
                 bad[#bad + 1] = name_with(k, hi + 1)
-            elseif p.values then -- an element type: accepted exactly for the documented ones
+            elseif p.words then -- an element type: accepted exactly for the documented ones
                 local doc_set = {}
-                for _, t in ipairs(p.values) do doc_set[t] = true end
-                for _, t in ipairs(util.sorted_keys(require("dcpattn.types").info)) do
+                for _, t in ipairs(p.words) do doc_set[t] = true end
+                if p.backref then doc_set[firsts[p.backref]] = true end
+                for _, t in ipairs(util.sorted_keys(types.info)) do
                     local ok = dcpattn.parse(name_with(k, t)) ~= nil
                     check(ok == (doc_set[t] == true), "docs/architecture.md: %s of %s %s %s; the generator %s it",
                         p.sym, fam, doc_set[t] and "includes" or "excludes", t, ok and "accepts" or "rejects")
-                    if doc_set[t] then good[#good + 1] = name_with(k, t) else bad[#bad + 1] = name_with(k, t) end
+                    if doc_set[t] then
+                        good[#good + 1] = name_with(k, t)
+                        spell[t] = spell[t] or function(alias) return name_with(k, alias), name_with(k, t) end
+                    else
+                        bad[#bad + 1] = name_with(k, t)
+                    end
                 end
             end
         end
@@ -679,9 +776,11 @@ do
         return u
     end
     good, bad = unique(good), unique(bad)
+    local want = {}
+    for i, n in ipairs(good) do want[i] = canonical(n) or ("(" .. n .. " rejected)") end
     local gen = sh_quote(ROOT .. "/gen/dcpattn-gen")
     local out, err, code = run(gen .. " " .. table.concat(good, " "))
-    check(code == 0 and out == table.concat(good, "\n") .. "\n", "the CLI rejects names the docs allow: %s", err)
+    check(code == 0 and out == table.concat(unique(want), "\n") .. "\n", "the CLI rejects names the docs allow: %s", err)
     out, err, code = run(gen .. " " .. table.concat(bad, " "))
     local _, nerr = gsub(err, "<command line>:%d+: error: ", "")
     check(code == 1 and out == "" and nerr == #bad, "the CLI accepts names the docs do not allow (%d errors for %d): %s",
@@ -699,15 +798,16 @@ do
             pending = {}
         end
     end
-    local aliases = require("dcpattn.types").aliases
     check(next(spelled) ~= nil, "docs/architecture.md: no element type spellings found")
-    for a, c in pairs(aliases) do
+    for a, c in pairs(types.aliases) do
         if a ~= c then check(spelled[a] == c, "docs/architecture.md: spelling %s (%s) not documented", a, c) end
     end
     for a, c in pairs(spelled) do
-        check(aliases[a] == c, "docs/architecture.md: spelling %s of %s, the generator: %s", a, c, tostring(aliases[a]))
-        local spec = dcpattn.parse("merge_" .. a .. "_" .. c)
-        check(spec and spec.in_dtype == c, "merge_%s_%s does not parse as %s", a, c, c)
+        check(types.aliases[a] == c, "docs/architecture.md: spelling %s of %s, the generator: %s", a, c,
+            tostring(types.aliases[a]))
+        local with_alias, with_c = (spell[c] or function() return "", "?" end)(a)
+        check(canonical(with_alias) and canonical(with_alias) == canonical(with_c),
+            "spelling %s of %s: '%s' does not name '%s' (no documented field takes %s?)", a, c, with_alias, with_c, c)
     end
 end
 
@@ -772,6 +872,10 @@ do
 
     out, err, code = run(sh_quote(abs_gen) .. " --name GQA_half_d128_g6_m32")
     check(code == 0 and out == "gqa_fp16_d128_g6_m32\n", "--name canonical: %s %s", out, err)
+    out, err, code = run(sh_quote(abs_gen) .. " --name GQA_bf16_kvFP8_d128_g8_m16 gqa_fp16_kvfp16_d64_g1_m16")
+    check(code == 0 and out == "gqa_bf16_kve4m3_d128_g8_m16\ngqa_fp16_d64_g1_m16\n", "--name FP8 canonical: %s %s", out, err)
+    out, err, code = run(sh_quote(abs_gen) .. " --name gqa_fp16_kvbf16_d64_g1_m16")
+    check(code == 1 and out == "" and find(err, "KV dtype 'bf16' with dtype 'fp16'", 1, true), "--name bad KV dtype: %s", err)
     out, err, code = run(sh_quote(abs_gen) .. " --name gqa_bf16_d100_g8_m16")
     check(code == 1 and out == "" and find(err, ": error: ", 1, true) and find(err, "head dim 100", 1, true),
         "--name invalid: %s", err)

@@ -27,6 +27,13 @@
      balanced run captured once and replayed with other lengths (seqused_k rewritten in
      place), bit for bit equal to eager runs with those lengths.
    - faults: workspace NULL / too small, misaligned q, out aliasing q or the cache.
+   - FP8 (e4m3) cache: every head dim, groups 1..16, W {1, 3, 8} x I {1, 16, page size},
+     q_len up to 16 (both the mma.sync and, on sm_90a, the wgmma tiles), per-tensor and
+     per-KV-head scales, a cache of subnormal codes only, NaN (0x7f) in every unused slot,
+     each with num_splits 1, 0 (balanced), 16 and per-sequence; the reference is computed
+     from the dequantized cache in double, the baseline with it rounded to bf16/fp16. A
+     captured run replayed after the scales' device values changed equals an eager run with
+     the new scales and the reference.
 
    DCPATTN_TEST_QUICK=1 runs one case per feature (for compute-sanitizer).
    Without a GPU it says so and runs nothing. */
@@ -99,9 +106,11 @@ static void describe(char *buf, size_t n, const char *what, const batch_data *bd
     size_t len;
     int b;
     len = (size_t)snprintf(buf, n,
-                           "%s %s d%d g%d hkv%d ps%d %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d%s%s "
+                           "%s %s%s d%d g%d hkv%d ps%d %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d%s%s "
                            "max_q_len %d B%d q_len/L/local",
-                           what, dt_name(bd->dtype), bd->d, bd->hq / bd->hkv, bd->hkv, ri->ps,
+                           what, dt_name(bd->dtype),
+                           bd->kv_dtype == DCPATTN_FP8_E4M3 ? (bd->per_head ? " kv e4m3 per-head" : " kv e4m3") : "",
+                           bd->d, bd->hq / bd->hkv, bd->hkv, ri->ps,
                            rc->causal ? "causal" : "non-causal", ri->W, ri->r, ri->I, rc->splits, splits_used,
                            rc->lse_base2 == 2 ? "NULL" : rc->lse_base2 ? "base2" : "natural", ri->pad, rc->extra_rows,
                            rc->scale != 0 ? " scale 0.3" : "", rc->no_global ? " seqused_k_global NULL" : "", bd->max_q,
@@ -169,6 +178,7 @@ typedef struct acase {
     int lse_mode;        /* 0 natural, 1 base 2, 2 NULL */
     int pad, extra_rows, no_global;
     float scale;
+    int fp8; /* e4m3 cache: 1 per-tensor scales, 2 per-KV-head, 3 subnormal codes only */
 } acase;
 
 /* Lengths of a case: short sequences first (the first with no token on the chosen rank
@@ -211,6 +221,7 @@ static void attn_case(const acase *c) {
     r = c->rank >= 0 ? c->rank : rnd(0, c->W - 1);
     case_lengths(c, r, qlen, L);
     data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, c->batch, qlen, L, &seed);
+    if (c->fp8) data_set_fp8(&bd, c->fp8 == 2, c->fp8 == 3, &seed);
     if (bd.max_q < (c->chunk ? CHUNK_Q : c->qlen_max)) bd.max_q = c->chunk ? CHUNK_Q : c->qlen_max;
     rank_build(&ri, &bd, c->ps, c->W, r, c->I, c->pad, 0, &seed);
     seen_zero_local_seqs += ri.zero_local;
@@ -455,6 +466,139 @@ static void dcp_case(const dcase *c) {
     data_free(&bd);
 }
 
+/* One replay step of a captured run: an eager run of the same arguments into `eager`, then the
+   graph into `o`; both checked against the reference, and the graph bit for bit against eager. */
+static void eager_then_replay(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a, void *ws, size_t wsz,
+                              cudaStream_t st, cudaGraphExec_t ge, out_buf *o, out_buf *eager, const ref_res *rr,
+                              const char *desc, int rep) {
+    dcpattn_attn_args ea = *a;
+    char msg[1024];
+    int same_out, same_lse;
+    dcpattn_status s;
+    out_args(&ea, eager);
+    out_poison(eager, 0xff);
+    s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
+    CHECK(s == DCPATTN_STATUS_SUCCESS, "%s replay %d: eager run: %s", desc, rep, dcpattn_last_error());
+    CUDA_OK(cudaStreamSynchronize(st));
+    out_fetch(eager);
+    CHECK(verdict(rr, eager, 1.0, msg, sizeof msg), "%s replay %d: eager: %s", desc, rep, msg);
+    out_poison(o, 0xff);
+    CUDA_OK(cudaGraphLaunch(ge, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    out_fetch(o);
+    launches += 2;
+    same_out = memcmp(o->h_out, eager->h_out, sizeof(uint16_t) * (size_t)o->out_elems) == 0;
+    same_lse = memcmp(o->h_lse, eager->h_lse, sizeof(float) * (size_t)o->lse_elems) == 0;
+    CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
+          same_out ? "same" : "differs", same_lse ? "same" : "differs");
+    CHECK(verdict(rr, o, 1.0, msg, sizeof msg), "%s replay %d: graph: %s", desc, rep, msg);
+}
+
+/* FP8 (e4m3) caches: W {1, 3, 8} x I {1, 16, page}, every head dim, q_len up to 16. */
+static const acase FP8_CASES[] = {
+    {.what = "fp8", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1, .W = 1, .I = 1,
+     .rank = 0, .batch = 4, .qlen_max = 16, .L_min = 16, .L_max = 700, .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE},
+     .n_splits = 4, .fp8 = 1},
+    {.what = "fp8", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 64, .causal = 1, .W = 3, .I = 16,
+     .rank = -1, .batch = 5, .qlen_max = 1, .L_min = 16, .L_max = 900, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .lse_mode = 1, .fp8 = 2},
+    {.what = "fp8", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 1, .ps = 16, .causal = 1, .W = 8, .I = 16,
+     .rank = -1, .batch = 4, .qlen_max = 4, .L_min = 16, .L_max = 900, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 1},
+    {.what = "fp8", .dtype = DCPATTN_FP16, .d = 64, .group = 4, .hkv = 2, .ps = 16, .causal = 1, .W = 3, .I = 16,
+     .rank = -1, .batch = 4, .qlen_max = 16, .L_min = 16, .L_max = 500, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .lse_mode = 2, .pad = 8, .fp8 = 2},
+    {.what = "fp8", .dtype = DCPATTN_BF16, .d = 96, .group = 6, .hkv = 2, .ps = 1, .causal = 1, .W = 8, .I = 1,
+     .rank = -1, .batch = 3, .qlen_max = 3, .L_min = 16, .L_max = 600, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 2},
+    {.what = "fp8", .dtype = DCPATTN_BF16, .d = 192, .group = 16, .hkv = 1, .ps = 64, .causal = 1, .W = 3, .I = 64,
+     .rank = -1, .batch = 3, .qlen_max = 12, .L_min = 16, .L_max = 900, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .extra_rows = 5, .fp8 = 1},
+    {.what = "fp8", .dtype = DCPATTN_FP16, .d = 256, .group = 1, .hkv = 8, .ps = 16, .causal = 0, .W = 1, .I = 1,
+     .rank = 0, .batch = 3, .qlen_max = 2, .L_min = 16, .L_max = 400,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 2},
+    {.what = "fp8 subnormal codes", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1,
+     .W = 1, .I = 1, .rank = 0, .batch = 3, .qlen_max = 8, .L_min = 16, .L_max = 400,
+     .splits = {1, 0}, .n_splits = 2, .fp8 = 3},
+    {.what = "fp8 subnormal codes", .dtype = DCPATTN_FP16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1,
+     .W = 1, .I = 1, .rank = 0, .batch = 3, .qlen_max = 1, .L_min = 16, .L_max = 400,
+     .splits = {1, 0}, .n_splits = 2, .fp8 = 3},
+};
+
+/* A captured FP8 run replayed after the scales' device values changed (per-KV-head scales,
+   the balanced schedule and a 4-way split): the kernel reads the scales at run time, so the
+   replay equals an eager run with the new values and the reference computed with them. */
+static void fp8_graph_test(void) {
+    static const int SPLITS[2] = {0, 4};
+    batch_data bd;
+    rank_in ri;
+    ref_res rr;
+    out_buf o, eager;
+    run_cfg rc;
+    dcpattn_attn_args a;
+    cudaStream_t st;
+    int qlen[MAXB], b, rep, k;
+    int64_t L[MAXB];
+    char desc[1024];
+    for (b = 0; b < 4; b++) {
+        qlen[b] = rnd(1, 8);
+        L[b] = rnd(qlen[b] + 16, 800);
+    }
+    data_make(&bd, DCPATTN_BF16, 16, 2, 128, 4, qlen, L, &seed);
+    data_set_fp8(&bd, 1, 0, &seed);
+    bd.max_q = 8;
+    rank_build(&ri, &bd, 16, 3, 1, 16, 0, 0, &seed);
+    CUDA_OK(cudaStreamCreate(&st));
+    for (k = 0; k < 2; k++) {
+        dcpattn_attn_plan *plan = NULL;
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ge = NULL;
+        void *ws;
+        size_t wsz;
+        dcpattn_status s;
+        memset(&rc, 0, sizeof rc);
+        rc.causal = 1;
+        rc.splits = SPLITS[k];
+        describe(desc, sizeof desc, "fp8 graph, changed scales", &bd, &ri, &rc, -1);
+        snprintf(g_case, sizeof g_case, "%s", desc);
+        if (!plan_ok(plan_for(ctx, &bd, &ri, &rc, &plan), 8, desc)) continue;
+        ws = workspace_for(plan);
+        wsz = dcpattn_attn_workspace_size(plan);
+        out_alloc(&o, bd.total_q, bd.hq, bd.d, 0, 1);
+        out_alloc(&eager, bd.total_q, bd.hq, bd.d, 0, 1);
+        rank_args(&a, &ri, &bd);
+        out_args(&a, &o);
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        s = dcpattn_attn_run(plan, &a, ws, wsz, (dcpattn_stream)st);
+        CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run during capture: %s", desc, dcpattn_last_error());
+        CUDA_OK(cudaStreamEndCapture(st, &g));
+        CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+        for (rep = 0; rep < 3 && s == DCPATTN_STATUS_SUCCESS; rep++) {
+            ref_attn_inputs in;
+            int h;
+            if (rep > 0) /* new scales in the same device words; the cache bytes stay */
+                for (h = 0; h < bd.hkv; h++) {
+                    bd.k_scale[h] *= rep == 1 ? 1.5f : 0.5f;
+                    bd.v_scale[h] *= rep == 1 ? 0.25f : 3.0f;
+                }
+            CUDA_OK(cudaMemcpyAsync(ri.ks, bd.k_scale, sizeof(float) * MAX_HKV, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemcpyAsync(ri.vs, bd.v_scale, sizeof(float) * MAX_HKV, cudaMemcpyHostToDevice, st));
+            rank_ref_inputs(&in, &ri, &bd);
+            ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
+            eager_then_replay(plan, &a, ws, wsz, st, ge, &o, &eager, &rr, desc, rep);
+            ref_res_free(&rr);
+        }
+        if (ge) cudaGraphExecDestroy(ge);
+        if (g) cudaGraphDestroy(g);
+        out_free(&o);
+        out_free(&eager);
+        dcpattn_attn_plan_destroy(plan);
+    }
+    CUDA_OK(cudaStreamDestroy(st));
+    rank_free(&ri);
+    data_free(&bd);
+}
+
 /* ---------------- graph capture, empty batch, faults ----------------
    cluster: the 4 splits merge inside thread-block clusters (sm_90+: one launch, no
    workspace); else DCPATTN_NO_CLUSTER_MERGE=1: partials in the workspace and a merge launch. */
@@ -469,12 +613,12 @@ static void graph_and_fault_tests(int cluster) {
     cudaStream_t st;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    int qlen[MAXB], b, rep, ok;
+    int qlen[MAXB], b, rep;
     int64_t L[MAXB];
     void *ws;
     size_t wsz;
     dcpattn_status s;
-    char desc[1024], msg[1024];
+    char desc[1024];
     for (b = 0; b < 4; b++) {
         qlen[b] = rnd(1, 4);
         L[b] = rnd(qlen[b], 600);
@@ -520,35 +664,13 @@ static void graph_and_fault_tests(int cluster) {
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (rep = 0; rep < 3 && s == DCPATTN_STATUS_SUCCESS; rep++) {
         ref_attn_inputs in;
-        dcpattn_attn_args ea = a;
-        int same_out, same_lse;
         if (rep > 0) { /* new q and cache values (and a new page order) in the same buffers */
             data_fill(&bd, &seed);
             rank_build(&ri, &bd, 16, 2, 1, 1, 0, 1, &seed);
         }
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
-        /* eager */
-        out_args(&ea, &eager);
-        out_poison(&eager, 0xff);
-        s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
-        CHECK(s == DCPATTN_STATUS_SUCCESS, "graph: eager run: %s", dcpattn_last_error());
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&eager);
-        ok = verdict(&rr, &eager, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: eager: %s", desc, rep, msg);
-        /* replay */
-        out_poison(&o, 0xff);
-        CUDA_OK(cudaGraphLaunch(ge, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&o);
-        launches += 2;
-        same_out = memcmp(o.h_out, eager.h_out, sizeof(uint16_t) * (size_t)o.out_elems) == 0;
-        same_lse = memcmp(o.h_lse, eager.h_lse, sizeof(float) * (size_t)o.lse_elems) == 0;
-        CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
-              same_out ? "same" : "differs", same_lse ? "same" : "differs");
-        ok = verdict(&rr, &o, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: graph: %s", desc, rep, msg);
+        eager_then_replay(plan, &a, ws, wsz, st, ge, &o, &eager, &rr, desc, rep);
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
@@ -651,12 +773,12 @@ static void balanced_graph_test(void) {
     cudaStream_t st;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    int qlen[MAXB], b, rep, ok;
+    int qlen[MAXB], b, rep;
     int64_t L[MAXB], L0[MAXB];
     void *ws;
     size_t wsz;
     dcpattn_status s;
-    char desc[1024], msg[1024];
+    char desc[1024];
     const int B = 20, W = 2, r = 1, I = 16;
     for (b = 0; b < B; b++) {
         qlen[b] = rnd(1, 8);
@@ -690,8 +812,6 @@ static void balanced_graph_test(void) {
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (rep = 0; rep < (quick ? 2 : 5) && s == DCPATTN_STATUS_SUCCESS; rep++) {
         ref_attn_inputs in;
-        dcpattn_attn_args ea = a;
-        int same_out, same_lse;
         if (rep > 0) /* other global lengths, no longer than the cache holds */
             for (b = 0; b < B; b++) {
                 const int64_t l = rep % 2 && b % 3 == 0 ? qlen[b] : rnd(qlen[b], (int)L0[b]);
@@ -703,23 +823,7 @@ static void balanced_graph_test(void) {
         CUDA_OK(cudaMemcpy(ri.skg, ri.sh.seqused_k_global, sizeof(int32_t) * B, cudaMemcpyHostToDevice));
         rank_ref_inputs(&in, &ri, &bd);
         ref_sharded(&rr, ref_params(&bd, &ri, &rc), &in, bd.total_q);
-        out_args(&ea, &eager);
-        out_poison(&eager, 0xff);
-        s = dcpattn_attn_run(plan, &ea, ws, wsz, (dcpattn_stream)st);
-        CHECK(s == DCPATTN_STATUS_SUCCESS, "graph, balanced: eager run: %s", dcpattn_last_error());
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&eager);
-        out_poison(&o, 0xff);
-        CUDA_OK(cudaGraphLaunch(ge, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        out_fetch(&o);
-        launches += 2;
-        same_out = memcmp(o.h_out, eager.h_out, sizeof(uint16_t) * (size_t)o.out_elems) == 0;
-        same_lse = memcmp(o.h_lse, eager.h_lse, sizeof(float) * (size_t)o.lse_elems) == 0;
-        CHECK(same_out && same_lse, "%s replay %d: graph differs from eager (out %s, lse %s)", desc, rep,
-              same_out ? "same" : "differs", same_lse ? "same" : "differs");
-        ok = verdict(&rr, &o, 1.0, msg, sizeof msg);
-        CHECK(ok, "%s replay %d: %s", desc, rep, msg);
+        eager_then_replay(plan, &a, ws, wsz, st, ge, &o, &eager, &rr, desc, rep);
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
@@ -792,6 +896,13 @@ int main(void) {
     section("one-GPU DCP + merge");
     for (i = 0; i < 6; i++)
         if (!quick || i == 3) dcp_case(&dcp[i]);
+    section(NULL);
+    section("FP8 (e4m3) cache");
+    for (i = 0; i < (int)(sizeof FP8_CASES / sizeof FP8_CASES[0]); i++)
+        if (!quick || i == 0) attn_case(&FP8_CASES[i]);
+    section(NULL);
+    section("FP8: graph replays, changed scales");
+    fp8_graph_test();
     section(NULL);
     section("graph, faults, empty batch");
     graph_and_fault_tests(1);

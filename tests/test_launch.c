@@ -327,6 +327,52 @@ int main(void) {
         }
         dcpattn__cu.TensorMapEncodeTiled = NULL;
     }
+    /* GQA's balanced schedule (num_splits 0, the default): NAME_balanced over (workers, KV heads);
+       the workspace holds two partial-state slots of a row tile per worker and KV head, then the
+       CTAs' words and one counter per (sequence, row tile, KV head) of the bounds; a run with at
+       least as many jobs as workers takes the largest count that gives each worker whole jobs,
+       where that keeps 95 % of them */
+    {
+        dcpattn_attn_desc g = d;
+        dcpattn_attn_plan *gp = NULL;
+        g.num_splits = 0;
+        g.max_batch = 64;
+        g.max_q_len = 1;
+        g.max_total_q = 0;
+        ctx->compile_only = 1;
+        CHECK(dcpattn_attn_plan_create(ctx, &g, &gp) == 0, "GQA balanced plan: %s", dcpattn_last_error());
+        if (gp) {
+            const int w = dcpattn_attn_workers(gp), rt = gp->row_tiles, rows = gp->attn->rows, runs[2] = {64, 3};
+            const size_t slot_rows = (size_t)w * 2 * 8 * (size_t)rows;
+            const size_t lse_off = (slot_rows * 128 * 4 + 255) & ~(size_t)255;
+            const size_t fl_off = (lse_off + slot_rows * 4 + 255) & ~(size_t)255;
+            const size_t want = fl_off + ((size_t)w * 8 * DCPATTN_BAL_WORDS + 64 * (size_t)rt * 8) * 8;
+            char *ws = (char *)FAKE(0x100000);
+            const launch_rec *r0 = &recs[0];
+            int i;
+            ctx->compile_only = 0;
+            gp->attn->fn = fake_fn;
+            gp->attn->fn_balanced = fake_balanced;
+            CHECK(w > 1 && dcpattn_attn_num_splits(gp) == 1 && dcpattn_attn_workspace_size(gp) == want,
+                  "GQA balanced: %d workers, workspace %zu (want %zu)", w, dcpattn_attn_workspace_size(gp), want);
+            for (i = 0; i < 2; i++) {
+                dcpattn_attn_args ga = a;
+                const long long jobs = (long long)runs[i] * rt, k = (jobs + w - 1) / w, gw = (jobs + k - 1) / k;
+                const int expect = jobs >= w && gw * 20 >= (long long)w * 19 ? (int)gw : w;
+                ga.batch = runs[i];
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(gp, &ga, ws, want, 0) == 0 && nrecs == 1, "GQA balanced run: %s",
+                      dcpattn_last_error());
+                CHECK(r0->fn == fake_balanced && r0->grid[0] == (unsigned)expect && r0->grid[1] == 8 &&
+                          r0->grid[2] == 1 && r0->p.attn.workers == expect && (char *)r0->p.attn.o_part == ws &&
+                          (char *)r0->p.attn.lse_part == ws + lse_off && (char *)r0->p.attn.flags == ws + fl_off &&
+                          (r0->p.attn.token & 1),
+                      "GQA balanced launch, batch %d: fn %p grid %u %u %u workers %d (want %d of %d)", runs[i],
+                      (void *)r0->fn, r0->grid[0], r0->grid[1], r0->grid[2], r0->p.attn.workers, expect, w);
+            }
+            dcpattn_attn_plan_destroy(gp);
+        }
+    }
     /* loading many more variants grows the function table: the plan's variants must stay
        where they were (each is its own allocation) */
     {

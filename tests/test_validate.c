@@ -477,6 +477,85 @@ static void test_args(void) {
     }
 }
 
+/* ------------------------------------------------------------------ FP8 KV cache */
+static void test_fp8(void) {
+    static const uintptr_t KS = 0x640000000u, VS = 0x650000000u;
+    dcpattn_attn_desc d = valid_desc(), m;
+    dcpattn_attn_args a;
+    d.kv_dtype = DCPATTN_FP8_E4M3;
+    ACCEPT(dcpattn_attn_desc_validate(&d));
+    d.kv_scale_per_head = 1;
+    ACCEPT(dcpattn_attn_desc_validate(&d));
+    d.dtype = DCPATTN_FP16;
+    ACCEPT(dcpattn_attn_desc_validate(&d));
+    d.kv_scale_per_head = 2;
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "kv_scale_per_head", "2");
+    d = valid_desc();
+    d.kv_dtype = DCPATTN_FP16; /* a 16-bit cache has the query's type */
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "kv_dtype", "2");
+    d.kv_dtype = DCPATTN_FP32;
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "kv_dtype", "3");
+    d.kv_dtype = (dcpattn_dtype)9;
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "kv_dtype", "9");
+    d.kv_dtype = DCPATTN_BF16; /* spelled out: the same as 0 */
+    ACCEPT(dcpattn_attn_desc_validate(&d));
+    d.dtype = DCPATTN_FP8_E4M3; /* q and out stay 16-bit */
+    d.kv_dtype = DCPATTN_FP8_E4M3;
+    REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dtype", "4");
+    /* MLA has no FP8 variant */
+    m = valid_desc();
+    m.num_q_heads = 16, m.num_kv_heads = 1, m.head_dim = 576, m.head_dim_v = 512, m.page_size = 64;
+    m.kv_dtype = DCPATTN_FP8_E4M3;
+    REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "kv_dtype", NULL);
+    CHECK(strstr(dcpattn_last_error(), "MLA has no FP8 variant") != NULL, "MLA FP8 message: %s", dcpattn_last_error());
+
+    /* run arguments: both scales, 4-byte aligned; K/V strides in whole 16-byte pieces */
+    d = valid_desc();
+    d.kv_dtype = DCPATTN_FP8_E4M3;
+    a = valid_args();
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = (const float *)FAKE(VS);
+    ACCEPT(dcpattn_attn_args_validate(&d, &a));
+    a.k_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale", NULL);
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS + 2);
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS);
+    a.k_scale = (const float *)FAKE(KS + 1);
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "k_scale", NULL);
+    a.k_scale = (const float *)FAKE(KS);
+    a.k_stride_h = 136; /* 8 elements: 8 bytes of e4m3, not a 16-byte piece */
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "k_stride_h", "136");
+    a.k_stride_h = 144;
+    ACCEPT(dcpattn_attn_args_validate(&d, &a));
+    a = valid_args();
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = (const float *)FAKE(VS);
+    a.v_stride_t = 1032;
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "v_stride_t", "1032");
+    a.v_stride_t = 0;
+    a.q_stride_h = 136; /* q stays 16-bit: 8 elements suffice */
+    ACCEPT(dcpattn_attn_args_validate(&d, &a));
+    /* a 16-bit cache ignores the scales, and its strides keep the 8-element rule */
+    d.kv_dtype = 0;
+    a = valid_args();
+    a.k_stride_h = 136;
+    ACCEPT(dcpattn_attn_args_validate(&d, &a));
+    /* the cache is 1 byte per element: out right after an FP8 cache's extent is no overlap,
+       half-way into it is (1024 pages * 16 * 8 * 128 B = 16 MiB) */
+    d.kv_dtype = DCPATTN_FP8_E4M3;
+    a = valid_args();
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = (const float *)FAKE(VS);
+    a.out = FAKE(K + 16u * 1024u * 1024u);
+    ACCEPT(dcpattn_attn_args_validate(&d, &a));
+    a.out = FAKE(K + 8u * 1024u * 1024u);
+    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "k_cache|cache", NULL);
+}
+
 /* ------------------------------------------------------------------ merge */
 #define O_ADDR(n) ((uintptr_t)0x100000000u + (uintptr_t)(n) * 0x1000000u)
 #define L_ADDR(n) ((uintptr_t)0x800000000u + (uintptr_t)(n) * 0x100000u)
@@ -773,6 +852,7 @@ int main(void) {
     test_status();
     test_desc();
     test_args();
+    test_fp8();
     test_merge();
     test_combine();
     test_empty_runs();

@@ -1,6 +1,7 @@
 -- gqa.lua — the GQA/MQA attention family (docs/contract.md 8): Dqk = Dv, `group` query heads per
 -- KV head, their q_len x group query rows packed into tiles of `m_tile` rows per CTA.
--- Name: gqa_<dtype>_d<D>_g<G>_m<M>, e.g. gqa_bf16_d128_g8_m16.
+-- The KV cache is <dtype> too, or FP8 e4m3 (kv<kv_dtype> in the name, absent when the same).
+-- Name: gqa_<dtype>[_kv<kv_dtype>]_d<D>_g<G>_m<M>, e.g. gqa_bf16_d128_g8_m16, gqa_bf16_kve4m3_d128_g8_m16.
 local M = {}
 
 local pairs, ipairs = pairs, ipairs
@@ -11,7 +12,7 @@ local types = require "dcpattn.types"
 
 M.family = "gqa"
 M.template = "templates/gqa_inst.cu"
-M.form = "gqa_<dtype>_d<D>_g<G>_m<M>"
+M.form = "gqa_<dtype>[_kv<kv_dtype>]_d<D>_g<G>_m<M>"
 
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
@@ -54,11 +55,14 @@ end
 local CLUSTER_SPLITS = 8
 local MAX_GROUP = 64  -- query heads per KV head
 local DTYPES = { "bf16", "fp16" }
+local KV_DTYPES = { "bf16", "fp16", "e4m3" } -- a 16-bit cache must be of the query's dtype
 
--- The AOT set (keep it near 40: NVRTC compiles each one).
+-- The AOT set (keep it near 40: NVRTC compiles each one), and its FP8-cache variants: those
+-- of the benchmark shapes (examples/bench.cu, G1F and G2F).
 local DEFAULT_DTYPES = { "bf16" }
 local DEFAULT_GROUPS = { 1, 4, 8, 16 }
 local DEFAULT_M_TILES = { 16, 64 }
+local DEFAULT_FP8 = { dtype = "bf16", head_dim = 128, group = 8, m_tiles = { 16, 64 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -75,9 +79,21 @@ end
 
 local show = util.show
 
-util.family(M, { { "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile", "m" } }, function(spec)
+local LAYOUT = {
+    { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile", "m" },
+}
+util.family(M, LAYOUT, function(spec)
     local dtype, err = util.dtype(spec.dtype, DTYPES, "")
     if not dtype then return nil, err end
+    local kv_dtype = dtype
+    if spec.kv_dtype ~= nil then
+        kv_dtype, err = util.dtype(spec.kv_dtype, KV_DTYPES, "KV ")
+        if not kv_dtype then return nil, err end
+        if kv_dtype ~= dtype and kv_dtype ~= "e4m3" then
+            return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or e4m3)",
+                kv_dtype, dtype)
+        end
+    end
     local d = util.int(spec.head_dim)
     if not d or not HEAD_DIMS[d] then
         return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim), concat(M.head_dims, ", "))
@@ -91,28 +107,32 @@ util.family(M, { { "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile",
     if not m or not M_TILES[m] then
         return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), concat(M.m_tiles, ", "))
     end
-    return { family = "gqa", dtype = dtype, head_dim = d, group = g, m_tile = m }
+    return { family = "gqa", dtype = dtype, kv_dtype = kv_dtype, head_dim = d, group = g, m_tile = m }
 end)
 
 -- Everything the instance template and the launcher need, derived in one place.
 local function traits(spec)
-    local esize = types.info[spec.dtype].size
+    local esize, kvsize = types.info[spec.dtype].size, types.info[spec.kv_dtype].size
     local d, m = spec.head_dim, spec.m_tile
     local kv_tile = HEAD_DIMS[d].kv_tile
     local stages, wgmma = stages_for(m, d), wgmma_path(m, d)
+    -- K and V tiles for every stage as they come from the cache, plus the Q tile (+ alignment
+    -- slack for the wgmma tiles); an FP8 cache adds the one K and one V tile it is converted into.
+    local smem = stages * kv_tile * (2 * d) * kvsize + m * d * esize + (wgmma and 1024 or 0)
+    if kvsize ~= esize then smem = smem + kv_tile * (2 * d) * esize end
     return {
         wgmma = wgmma,
         threads = d <= 128 and M_TILES[m].threads or M_TILES[m].wide_threads,
         kv_tile = kv_tile,
         stages = stages,
-        -- K and V tiles for every stage, plus the Q tile (+ alignment slack for the wgmma tiles).
-        smem = stages * kv_tile * (2 * d) * esize + m * d * esize + (wgmma and 1024 or 0),
+        smem = smem,
     }
 end
 
 function M.bindings(spec, name)
     local t = traits(spec)
     return util.attn_bindings(spec, name, t, {
+        KV_T = types.info[spec.kv_dtype].ctype,
         HEAD_DIM = spec.head_dim,
         GROUP = spec.group,
         M_TILE = spec.m_tile,
@@ -124,7 +144,7 @@ end
 
 function M.meta(spec)
     return util.attn_meta(spec, traits(spec),
-        { head_dim = spec.head_dim, group = spec.group, cluster_splits = CLUSTER_SPLITS })
+        { head_dim = spec.head_dim, group = spec.group, cluster_splits = CLUSTER_SPLITS, kv_dtype = spec.kv_dtype })
 end
 
 function M.defaults()
@@ -137,6 +157,11 @@ function M.defaults()
                 end
             end
         end
+    end
+    local f = DEFAULT_FP8
+    for _, m in ipairs(f.m_tiles) do
+        specs[#specs + 1] = { family = "gqa", dtype = f.dtype, kv_dtype = "e4m3", head_dim = f.head_dim,
+            group = f.group, m_tile = m }
     end
     return specs -- the caller sorts by name
 end

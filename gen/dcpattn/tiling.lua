@@ -7,6 +7,7 @@ local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
 local format = string.format
 local concat = table.concat
 local util = require "dcpattn.util"
+local types = require "dcpattn.types"
 local spec = require "dcpattn.spec"
 local gqa = require "dcpattn.gqa"
 local mla = require "dcpattn.mla"
@@ -18,7 +19,8 @@ M.DEFAULT_WHERE = "desc:1"
 M.MAX_PAGE_SIZE = 256
 
 local FIELDS = {
-    dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true, max_q_len = true, arch = true,
+    dtype = true, kv_dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
+    max_q_len = true, arch = true,
 }
 
 -- desc.<key> as an integer >= lo; `default` when nil or 0 and a default exists.
@@ -32,8 +34,8 @@ local function field(desc, key, lo, default)
     return n
 end
 
--- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16", hq, hkv, dqk, dv,
--- page_size, max_q_len [, arch] }, or nil, err.
+-- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16" [, kv_dtype = dtype or
+-- "e4m3"], hq, hkv, dqk, dv, page_size, max_q_len [, arch] }, or nil, err.
 -- arch: the compute capability as 10 * major + minor (90 for sm_90a); 0 or absent: any.
 function M.attn(desc, where)
     where = where or M.DEFAULT_WHERE
@@ -58,7 +60,16 @@ function M.attn(desc, where)
     if v.page_size > M.MAX_PAGE_SIZE then
         return nil, util.err(where, "page_size = %d: expected 1..%d", v.page_size, M.MAX_PAGE_SIZE)
     end
+    local dtype = desc.dtype == nil and "bf16" or desc.dtype
     if v.dqk == mla.DQK and v.dv == mla.DV then
+        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" }) then
+            return nil, util.err(where, "kv_dtype = %s: MLA has no FP8 variant", tostring(desc.kv_dtype))
+        end
+        local same = { "bf16", "fp16" }
+        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
+            return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype",
+                tostring(desc.kv_dtype), tostring(dtype))
+        end
         if v.hkv ~= 1 then
             return nil, util.err(where, "hkv = %d: MLA has one latent KV head", v.hkv)
         end
@@ -72,7 +83,7 @@ function M.attn(desc, where)
         end
         return spec.name({
             family = "mla",
-            dtype = desc.dtype == nil and "bf16" or desc.dtype,
+            dtype = dtype,
             hq = v.hq,
             m_tile = mla.m_tile_for(v.max_q_len * v.hq),
         }, where)
@@ -88,7 +99,8 @@ function M.attn(desc, where)
     local rows = v.max_q_len * group
     return spec.name({
         family = "gqa",
-        dtype = desc.dtype == nil and "bf16" or desc.dtype,
+        dtype = dtype,
+        kv_dtype = desc.kv_dtype,
         head_dim = v.dqk,
         group = group,
         m_tile = gqa.m_tile_for(rows, v.dqk, v.arch),

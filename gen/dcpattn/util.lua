@@ -90,13 +90,18 @@ function M.dtype(v, allowed, what)
 end
 
 -- Installs the name machinery of family module F from its name layout: an array of
--- { field } (a dtype, e.g. bf16) and { field, letter } (an integer after a letter, e.g. d128),
--- in name order. F has .family and .form; check(spec) validates the known fields and returns
--- the normalized spec or nil, message. Sets F.validate, F.parse and F.name.
+-- { field } (a dtype, e.g. bf16), { field, letter } (an integer after a letter, e.g. d128)
+-- and { field, prefix, optional = field2 } (a dtype after a prefix, e.g. kve4m3, left out of
+-- the name when it equals field2's value and then taken as it), in name order. F has
+-- .family and .form; check(spec) validates the known fields and returns the normalized spec
+-- or nil, message. Sets F.validate, F.parse and F.name.
 function M.family(F, layout, check)
     assert(type(F.family) == "string" and type(F.form) == "string", "family: F.family and F.form expected")
-    local known = { family = true }
-    for _, f in ipairs(layout) do known[f[1]] = true end
+    local known, required = { family = true }, 0
+    for _, f in ipairs(layout) do
+        known[f[1]] = true
+        if not f.optional then required = required + 1 end
+    end
 
     function F.validate(spec)
         for k in pairs(spec) do
@@ -107,26 +112,46 @@ function M.family(F, layout, check)
 
     -- `fields` are the name's '_'-separated parts after the family.
     function F.parse(fields)
-        if #fields ~= #layout then
-            return nil, format("%s variant names have %d fields after the family (%s), got %d",
-                F.family, #layout, F.form, #fields)
+        local n, taken = #fields, 0 -- taken: optional fields present
+        local function count_err()
+            local opt = taken > 0 and format(" and %d optional", taken) or ""
+            return nil, format("%s variant names have %d fields after the family (%s), got %d%s",
+                F.family, required, F.form, n - taken, opt)
         end
+        if n < required or n > #layout then return count_err() end
         local spec = { family = F.family }
-        for i, f in ipairs(layout) do
+        local i = 1
+        for _, f in ipairs(layout) do
             local v = fields[i]
-            if f[2] then
-                local digits = match(v, "^" .. f[2] .. "(%d+)$")
-                if not digits then return nil, format("malformed field '%s' (expected %s)", fields[i], F.form) end
-                v = M.int(digits) or digits -- too large: the family's check names it as written
+            if f.optional then
+                local t = v and match(v, "^" .. f[2] .. "(%a%w*)$")
+                if t then
+                    spec[f[1]] = t
+                    i, taken = i + 1, taken + 1
+                end
+            else
+                if v == nil then return count_err() end
+                if f[2] then
+                    local digits = match(v, "^" .. f[2] .. "(%d+)$")
+                    if not digits then return nil, format("malformed field '%s' (expected %s)", v, F.form) end
+                    v = M.int(digits) or digits -- too large: the family's check names it as written
+                end
+                spec[f[1]] = v
+                i = i + 1
             end
-            spec[f[1]] = v
         end
+        if i <= n then return count_err() end
         return F.validate(spec)
     end
 
     function F.name(spec)
         local parts = { F.family }
-        for i, f in ipairs(layout) do parts[i + 1] = (f[2] or "") .. spec[f[1]] end
+        for _, f in ipairs(layout) do
+            local v = spec[f[1]]
+            if not (f.optional and (v == nil or v == spec[f.optional])) then
+                parts[#parts + 1] = (f[2] or "") .. v
+            end
+        end
         return concat(parts, "_")
     end
 end

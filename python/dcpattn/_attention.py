@@ -1,0 +1,280 @@
+"""flash_attn_varlen_func: paged attention over this rank's DCP shard, with the names and
+meaning of vLLM's FlashAttention-3 call."""
+
+from ctypes import byref, c_void_p
+
+from . import _cuda, _lib
+from ._arrays import call_stream, empty, parse, workspace
+from ._lib import ArgumentError, AttnArgs, AttnDesc
+from ._runtime import (data_ptr, device, fast_strides, index_array, lock, order_after, same_device,
+                       strides_for_c, thread_buffer)
+
+CALL = "flash_attn_varlen_func"
+plans = {}  # descriptor tuple -> Plan
+_pack = _lib.packer(AttnArgs).pack_into
+
+
+def bucket(n):
+    """An upper bound for the descriptor: n itself up to 8, then the next of four steps per
+    power of two (at most 25 % above n), so that lengths and batch sizes that change every
+    decode step reuse a few plans instead of making one each."""
+    if n <= 8:
+        return n if n > 0 else 1
+    step = 1 << (n.bit_length() - 3)
+    return (n + step - 1) // step * step
+
+
+class Plan:
+    """A dcpattn_attn_plan and the workspace its runs use (allocated once, through the
+    library of the arrays of the call that created it)."""
+
+    __slots__ = ("handle", "dev", "ws_owner", "ws", "ws_bytes", "variant", "num_splits")
+
+    def __init__(self, desc, like, dev):
+        lib = _lib.get()
+        h = c_void_p()
+        pushed = _cuda.enter(dev.cu_ctx)
+        try:
+            lib.check(lib.dcpattn_attn_plan_create(dev.ctx, byref(desc), byref(h)), "dcpattn_attn_plan_create")
+            self.handle, self.dev = h.value, dev
+            self.ws_bytes = lib.dcpattn_attn_workspace_size(h)
+            self.ws_owner, self.ws = None, None
+            if self.ws_bytes:
+                self.ws_owner, self.ws = workspace(like, self.ws_bytes, dev.index, dev.cu_ctx)
+        finally:
+            _cuda.leave(pushed)
+        self.variant = lib.dcpattn_attn_variant(h).decode()
+        self.num_splits = lib.dcpattn_attn_num_splits(h)
+
+    def __del__(self):
+        try:
+            _lib.get().dcpattn_attn_plan_destroy(self.handle)
+        except Exception:
+            pass
+
+
+def _new_plan(key, values, like):
+    """The plan of a descriptor seen for the first time: the descriptor and the arguments
+    are checked on the host first (no GPU needed), then the plan is made."""
+    lib = _lib.get()
+    (dev, dtype, hq, hkv, dqk, dv, page, causal, scale, world, rank, inter, mb, mq, mt, mk, splits) = key
+    desc = AttnDesc(dtype=_lib.BF16 if dtype == "bfloat16" else _lib.FP16, num_q_heads=hq, num_kv_heads=hkv,
+                    head_dim=dqk, head_dim_v=dv, page_size=page, non_causal=0 if causal else 1,
+                    softmax_scale=scale, dcp_world=world, dcp_rank=rank, dcp_interleave=inter, max_batch=mb,
+                    max_q_len=mq, max_total_q=mt, max_seqlen_k=mk, num_splits=splits)
+    lib.check(lib.dcpattn_attn_desc_validate(byref(desc)), "dcpattn_attn_desc_validate")
+    args = AttnArgs()
+    _pack(args, 0, *values)
+    lib.check(lib.dcpattn_attn_args_validate(byref(desc), byref(args)), "dcpattn_attn_args_validate")
+    with lock:
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = Plan(desc, like, device(dev))
+    return plan
+
+
+def launch(prepared):
+    """Issues a prepared call: its plan's kernel on its stream, with the plan's context
+    current."""
+    plan, values, stream, _, _, producers, _ = prepared
+    dev = plan.dev
+    lib = _lib.get()
+    pushed = _cuda.enter(dev.cu_ctx)
+    try:
+        if producers:
+            order_after(dev, stream, producers)
+        buf, addr = thread_buffer(AttnArgs)
+        _pack(buf, 0, *values)
+        s = lib.attn_run_gil(plan.handle, addr, plan.ws, plan.ws_bytes, stream)
+    finally:
+        _cuda.leave(pushed)
+    if s:
+        lib.check(s, "dcpattn_attn_run")
+
+
+def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+            causal, return_softmax_lse, cp_world_size, cp_rank, cp_tot_seqused_k, cp_kv_cache_interleave_size, out,
+            num_splits, stream, softmax_lse):
+    """Every check of flash_attn_varlen_func, the plan lookup and the outputs' allocation:
+    all but the launch. Returns (plan, argument values, stream, out, lse, producer streams,
+    keepalive) for launch()."""
+    if k_cache is None or cu_seqlens_q is None or seqused_k is None or block_table is None \
+            or max_seqlen_q is None or max_seqlen_k is None:
+        missing = [n for n, v in (("k_cache", k_cache), ("cu_seqlens_q", cu_seqlens_q), ("seqused_k", seqused_k),
+                                  ("block_table", block_table), ("max_seqlen_q", max_seqlen_q),
+                                  ("max_seqlen_k", max_seqlen_k)) if v is None]
+        raise ArgumentError("missing argument%s: %s" % ("s" if len(missing) > 1 else "", ", ".join(missing)), CALL)
+    strm = call_stream(stream, q)
+    qp, qs, qst, qdt, qdev, qsy, qkeep = parse(q, "q", strm, False, CALL)
+    if len(qs) != 3:
+        raise ArgumentError("q must be [total_q, num_heads, head_dim], got shape %s" % (tuple(qs),), CALL)
+    if qdt != "bfloat16" and qdt != "float16":
+        raise ArgumentError("q dtype is %s (bfloat16 or float16 expected)" % qdt, CALL)
+    total_q, hq, dqk = qs
+    kp, ks, kst, kdt, kdev, ksy, kkeep = parse(k_cache, "k_cache", strm, False, CALL)
+    if len(ks) != 4 or ks[3] != dqk:
+        raise ArgumentError("k_cache must be [num_pages, page_size, num_kv_heads, %d] (q's head_dim), got shape %s"
+                            % (dqk, tuple(ks)), CALL)
+    if kdt != qdt:
+        raise ArgumentError("k_cache dtype is %s, q's is %s" % (kdt, qdt), CALL)
+    num_pages, page, hkv = ks[0], ks[1], ks[2]
+    if dqk == 576:  # MLA: V is the first 512 channels of each K row
+        dv, vdev, vsy, vkeep = 512, kdev, None, None
+        if v_cache is not None and v_cache is not k_cache:
+            vp, vs, vst, vdt, vdev, vsy, vkeep = parse(v_cache, "v_cache", strm, False, CALL)
+            if vp != kp or len(vs) != 4 or vs[3] not in (512, 576) or vdt != kdt \
+                    or (vs[0], vs[1], vs[2], vst[0], vst[1], vst[2]) != (ks[0], ks[1], ks[2], kst[0], kst[1], kst[2]):
+                raise ArgumentError("MLA (head_dim 576) reads V from the first 512 channels of k_cache's rows: "
+                                    "v_cache must be None, k_cache or k_cache[..., :512]", CALL)
+        vp = kp
+    else:
+        vp, vs, vst, vdt, vdev, vsy, vkeep = parse(v_cache, "v_cache", strm, False, CALL)
+        if len(vs) != 4 or vs[0] != num_pages or vs[1] != page or vs[2] != hkv:
+            raise ArgumentError("v_cache must be [num_pages, page_size, num_kv_heads, head_dim_v] with k_cache's "
+                                "first three dimensions %s, got shape %s" % (tuple(ks[:3]), tuple(vs)), CALL)
+        if vdt != qdt:
+            raise ArgumentError("v_cache dtype is %s, q's is %s" % (vdt, qdt), CALL)
+        dv = vs[3]
+    cp, cs, _, cdev, csy, ckeep = index_array(CALL, "cu_seqlens_q", cu_seqlens_q, strm, 1, 1)
+    batch = cs[0] - 1
+    sp, _, _, sdev, ssy, skeep = index_array(CALL, "seqused_k", seqused_k, strm, 1, batch)
+    bp, bs, bst, bdev, bsy, bkeep = index_array(CALL, "block_table", block_table, strm, 2, batch)
+    world, rank, inter = int(cp_world_size), int(cp_rank), int(cp_kv_cache_interleave_size)
+    gp = gdev = gsy = gkeep = None
+    if cp_tot_seqused_k is not None:
+        gp, _, _, gdev, gsy, gkeep = index_array(CALL, "cp_tot_seqused_k", cp_tot_seqused_k, strm, 1, batch)
+    elif world > 1:
+        raise ArgumentError("cp_tot_seqused_k (every sequence's global length) is required when cp_world_size = %d"
+                            % world, CALL)
+    op = odev = osy = okeep = lp = ldev = lsy = lkeep = None
+    if out is not None:
+        op, os_, ost, odt, odev, osy, okeep = parse(out, "out", strm, True, CALL)
+        if os_ != (total_q, hq, dv) or odt != qdt:
+            raise ArgumentError("out must be %s [%d, %d, %d] (total_q, num_heads, head_dim_v), got %s %s"
+                                % (qdt, total_q, hq, dv, odt, tuple(os_)), CALL)
+        ost = fast_strides(CALL, "out", os_, ost)
+    if return_softmax_lse and softmax_lse is not None:
+        lp, ls, lst, ldt, ldev, lsy, lkeep = parse(softmax_lse, "softmax_lse", strm, True, CALL)
+        if ls != (hq, total_q) or ldt != "float32":
+            raise ArgumentError("softmax_lse must be float32 [%d, %d] (num_heads, total_q), got %s %s"
+                                % (hq, total_q, ldt, tuple(ls)), CALL)
+        lst = strides_for_c(CALL, "softmax_lse", ls, lst, False)
+    dev = qdev
+    if qdev < 0 or not (qdev == kdev == vdev == cdev == sdev == bdev and gdev in (None, qdev)
+                        and odev in (None, qdev) and ldev in (None, qdev)):
+        dev = same_device(CALL, (("q", qdev, qp), ("k_cache", kdev, kp), ("v_cache", vdev, vp),
+                                 ("cu_seqlens_q", cdev, cp), ("seqused_k", sdev, sp), ("block_table", bdev, bp),
+                                 ("cp_tot_seqused_k", gdev, gp), ("out", odev, op), ("softmax_lse", ldev, lp)))
+    qst = fast_strides(CALL, "q", qs, qst)
+    kst = fast_strides(CALL, "k_cache", ks, kst)
+    # MLA: v strides 0 make the C API take k's (normalized) strides for v, as it requires
+    vst = (0, 0, 0) if dqk == 576 else fast_strides(CALL, "v_cache", vs, vst)
+    # the block table's row stride bounds max_seqlen_k / page_size in the C check; one row
+    # has no row stride
+    bt_stride = bst[0] if bs[0] > 1 else bs[1]
+    mk = min(bucket(int(max_seqlen_k)), bs[1] * page)
+    scale = float(softmax_scale) if softmax_scale is not None else 0.0
+    key = (dev, qdt, hq, hkv, dqk, dv, page, bool(causal), scale, world, rank, inter, bucket(batch),
+           max(1, int(max_seqlen_q)), bucket(total_q), mk, int(num_splits))
+
+    # outputs last: nothing is allocated for a call that fails its checks
+    if op is None:
+        out = empty(q, (total_q, hq, dv), None, dev, "out", CALL)
+        op, ost = data_ptr(out), (hq * dv, dv, 1)
+    lse, lse_st, lse_sh = None, 0, 0
+    if return_softmax_lse:
+        if lp is None:
+            lse = empty(q, (hq, total_q), "float32", dev, "softmax_lse", CALL)
+            lp, lse_st, lse_sh = data_ptr(lse), 1, total_q
+        else:
+            lse, lse_st, lse_sh = softmax_lse, lst[1], lst[0]
+    values = (batch, qp, qst[0], qst[1], kp, kst[0], kst[1], kst[2], vp, vst[0], vst[1], vst[2], num_pages,
+              bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh)
+    plan = plans.get(key)
+    if plan is None:
+        plan = _new_plan(key, values, q)
+    producers = [s for s in (qsy, ksy, vsy, csy, ssy, bsy, gsy, osy, lsy) if s] if (
+        qsy or ksy or vsy or csy or ssy or bsy or gsy or osy or lsy) else None
+    # DLPack capsules: alive until the launch is issued
+    keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep) if (
+        qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep) else None
+    return (plan, values, strm, out, lse, producers, keep)
+
+
+_UNSUPPORTED = (
+    ("cu_seqlens_k", None, "dcpattn reads a paged KV cache: pass block_table and seqused_k"),
+    ("dropout_p", 0.0, "no dropout in inference"),
+    ("softcap", 0.0, "no logit soft-capping"),
+    ("alibi_slopes", None, "no ALiBi"),
+    ("return_attn_probs", False, "attention probabilities are never materialized"),
+    ("s_aux", None, "no attention sinks"),
+    ("q_v", None, "MLA takes q as one [total_q, num_heads, 576] array"),
+)
+
+
+def _reject(**given):
+    for name, default, why in _UNSUPPORTED:
+        if given[name] != default:
+            raise ArgumentError("%s = %r is not supported (%s)" % (name, given[name], why), CALL)
+    ws = given["window_size"]
+    if ws is not None and tuple(ws) != (-1, -1):
+        raise ArgumentError("window_size = %r is not supported (no sliding window)" % (ws,), CALL)
+
+
+def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seqused_k=None, block_table=None,
+                           max_seqlen_q=None, max_seqlen_k=None, softmax_scale=None, causal=True,
+                           return_softmax_lse=False, cp_world_size=1, cp_rank=0, cp_tot_seqused_k=None,
+                           cp_kv_cache_interleave_size=1, out=None, num_splits=0, *, k=None, v=None, stream=None,
+                           softmax_lse=None, cu_seqlens_k=None, dropout_p=0.0, window_size=None, softcap=0.0,
+                           alibi_slopes=None, deterministic=False, return_attn_probs=False,
+                           scheduler_metadata=None, q_descale=None, k_descale=None, v_descale=None, s_aux=None,
+                           q_v=None, fa_version=None):
+    """Attention of every query row over this rank's shard of a paged KV cache, as vLLM's
+    FlashAttention-3 call computes it (vllm_flash_attn.flash_attn_varlen_func, paged form).
+
+    q            [total_q, num_heads, head_dim], bfloat16 or float16; sequence b's rows are
+                 cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
+    k_cache      [num_pages, page_size, num_kv_heads, head_dim] (vLLM's `k`), any strides
+                 whose last dimension is contiguous
+    v_cache      [num_pages, page_size, num_kv_heads, head_dim_v] (vLLM's `v`). MLA, chosen
+                 when head_dim is 576: V is the first 512 channels of k_cache's rows
+                 (num_kv_heads 1); pass v_cache=None, k_cache or k_cache[..., :512]
+    cu_seqlens_q int32 [batch + 1]; seqused_k int32 [batch], this rank's KV tokens;
+    block_table  int32 [batch, max_pages], this rank's pages
+    max_seqlen_q, max_seqlen_k  upper bounds of the query lengths and of seqused_k
+    softmax_scale  None: 1/sqrt(head_dim)
+    causal       bottom-right causal mask on the global sequence (the newest query token is
+                 global position L - 1, its KV already in the cache)
+    cp_world_size, cp_rank, cp_kv_cache_interleave_size  the DCP group: global token g is
+                 on rank (g // I) % W at local index (g // (W * I)) * I + g % I
+    cp_tot_seqused_k  int32 [batch], every sequence's global KV length (required when
+                 cp_world_size > 1)
+    out          [total_q, num_heads, head_dim_v] to write into; allocated when None (through
+                 PyTorch or CuPy, q's library)
+    num_splits   0 (default): the balanced schedule (the whole batch's work cut evenly over one
+                 wave of CTAs from the real lengths); dcpattn.SPLITS_PER_SEQUENCE: each
+                 sequence split alike, from the bounds; 1: no split-KV; n: n splits
+    stream       the CUDA stream (int handle or stream object); None: PyTorch's current
+                 stream when torch is imported, else the default stream
+    softmax_lse  float32 [num_heads, total_q] to write the LSE into when
+                 return_softmax_lse (allocated when None)
+
+    Returns out, or (out, softmax_lse) with softmax_lse float32 [num_heads, total_q] (natural
+    log; a row that sees no key has out 0 and lse -inf). The other keyword arguments are
+    vLLM's: accepted at their neutral values; scheduler_metadata, fa_version and
+    deterministic are ignored, and so are q/k/v_descale, which FlashAttention-3 applies only
+    to FP8 inputs.
+    """
+    if k is not None or v is not None:
+        if k_cache is not None or v_cache is not None:
+            raise ArgumentError("give the cache as k_cache/v_cache or as k/v, not both", CALL)
+        k_cache, v_cache = k, v
+    if cu_seqlens_k is not None or dropout_p or softcap or alibi_slopes is not None or return_attn_probs \
+            or s_aux is not None or q_v is not None or window_size is not None:
+        _reject(cu_seqlens_k=cu_seqlens_k, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
+                return_attn_probs=return_attn_probs, s_aux=s_aux, q_v=q_v, window_size=window_size)
+    p = prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+                causal, return_softmax_lse, cp_world_size, cp_rank, cp_tot_seqused_k, cp_kv_cache_interleave_size,
+                out, num_splits, stream, softmax_lse)
+    launch(p)
+    return (p[3], p[4]) if return_softmax_lse else p[3]
