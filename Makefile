@@ -170,6 +170,7 @@ install: aot
 # what install put, and the directories of share/dcpattn once they are empty
 uninstall:
 	$(Q)rm -f $(IDIR)/include/dcpattn.h $(IDIR)/include/dcpattn_config.h $(IDIR)/lib/pkgconfig/dcpattn.pc \
+	  $(IDIR)/lib/libdcpattn.so \
 	  $(IDIR)/bin/dcpattn-gen $(IDATA)/include/dcpattn.h $(IDATA)/gen/dcpattn-gen $(IDATA)/gen/dcpattn/*.lua \
 	  $(IDATA)/templates/*.cu $(IDATA)/templates/*.cuh $(IDATA)/aot/*.cubin $(IDATA)/aot/nvrtc.version
 	$(Q)for d in aot include templates gen/dcpattn gen ''; do rmdir "$(IDATA)/$$d" 2>/dev/null || true; done
