@@ -1774,8 +1774,9 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
                     s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
                                           "cuFuncSetAttribute");
                 if (!s && v.fn_balanced)
-                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn_balanced, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
-                                          "cuFuncSetAttribute (balanced)");
+                    s = dcpattn__cu_check(
+                        dcpattn__cu.FuncSetAttribute(v.fn_balanced, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
+                        "cuFuncSetAttribute (balanced)");
             }
             if (!s && !v.registers) {
                 /* PTX (a virtual arch): ptxas ran in the driver, which knows what it used */
@@ -2105,7 +2106,9 @@ static dcpattn_status dcpattn__check_strides(const char *who, const int64_t *st,
 
 /* The eight strides of a state set (merge and combine arguments: o, lse, out, lse_out) after
    their defaults, and the 16-byte steps of o's and out's. */
-#define DCPATTN__STATE_STRIDES(a)                                                                                   {(a)->o_stride_t,   (a)->o_stride_h,   (a)->lse_stride_t,     (a)->lse_stride_h,                                 (a)->out_stride_t, (a)->out_stride_h, (a)->lse_out_stride_t, (a)->lse_out_stride_h}
+#define DCPATTN__STATE_STRIDES(a)                                                                        \
+    {(a)->o_stride_t,   (a)->o_stride_h,   (a)->lse_stride_t,     (a)->lse_stride_h,                     \
+     (a)->out_stride_t, (a)->out_stride_h, (a)->lse_out_stride_t, (a)->lse_out_stride_h}
 static dcpattn_status dcpattn__check_state_strides(const char *who, const int64_t st[8], dcpattn_dtype in,
                                                    dcpattn_dtype out) {
     static const char *const nm[] = {"o_stride_t",   "o_stride_h",   "lse_stride_t",     "lse_stride_h",
@@ -2446,7 +2449,7 @@ struct dcpattn_attn_plan {
    (gen/dcpattn/gqa.lua, mla.lua, tiling.lua). dcpattn_attn_desc_validate needs no context,
    hence no generator: it takes the numbers from the block below, which `make limits`
    (gen/dcpattn-gen --limits include/dcpattn.h) writes from the spec. tests/test_gen.lua fails
-   while the block and the spec disagree; tests/test_launch.c checks that this validation and
+   while the block and the spec disagree; tests/test_limits.c checks that this validation and
    the generator's selection accept the same descriptors. */
 /* ---- BEGIN family limits: generated from gen/dcpattn/ by `make limits`, do not edit ---- */
 #define DCPATTN__GQA_HEAD_DIMS 64, 96, 128, 192, 256 /* gqa.lua HEAD_DIMS */
@@ -2473,9 +2476,10 @@ static int dcpattn__is_mla(const dcpattn_attn_desc *d) {
     return d->head_dim == DCPATTN__MLA_HEAD_DIM && d->head_dim_v == DCPATTN__MLA_HEAD_DIM_V;
 }
 
-/* Zero means default in a descriptor: bf16, a cache of the query's dtype, Dv = Dqk, 1/sqrt(head_dim), one rank,
-   interleave 1, max_total_q = max_batch * max_q_len. A default made from invalid values
-   (head_dim <= 0, an overflowing max_batch * max_q_len) stays 0 for validation to name. */
+/* Zero means default in a descriptor: bf16, a cache of the query's dtype, Dv = Dqk,
+   1/sqrt(head_dim), one rank, interleave 1, max_total_q = max_batch * max_q_len. A default
+   made from invalid values (head_dim <= 0, an overflowing max_batch * max_q_len) stays 0 for
+   validation to name. */
 static void dcpattn__attn_defaults(dcpattn_attn_desc *d) {
     int64_t t;
     if (d->dtype == DCPATTN_DTYPE_DEFAULT)
