@@ -466,6 +466,23 @@ static void dcp_case(const dcase *c) {
     data_free(&bd);
 }
 
+/* Captures one run of `plan` on `st` into an executable graph; *ok: the run was accepted. */
+static cudaGraphExec_t capture_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a, void *ws, size_t wsz,
+                                   cudaStream_t st, const char *desc, int *ok) {
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    dcpattn_status s;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    s = dcpattn_attn_run(plan, a, ws, wsz, (dcpattn_stream)st);
+    CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run during capture: %s: %s", desc, dcpattn_status_string(s),
+          dcpattn_last_error());
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    cudaGraphDestroy(g);
+    *ok = s == DCPATTN_STATUS_SUCCESS;
+    return ge;
+}
+
 /* One replay step of a captured run: an eager run of the same arguments into `eager`, then the
    graph into `o`; both checked against the reference, and the graph bit for bit against eager. */
 static void eager_then_replay(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a, void *ws, size_t wsz,
@@ -551,11 +568,10 @@ static void fp8_graph_test(void) {
     CUDA_OK(cudaStreamCreate(&st));
     for (k = 0; k < 2; k++) {
         dcpattn_attn_plan *plan = NULL;
-        cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
+        int captured;
         void *ws;
         size_t wsz;
-        dcpattn_status s;
         memset(&rc, 0, sizeof rc);
         rc.causal = 1;
         rc.splits = SPLITS[k];
@@ -568,12 +584,8 @@ static void fp8_graph_test(void) {
         out_alloc(&eager, bd.total_q, bd.hq, bd.d, 0, 1);
         rank_args(&a, &ri, &bd);
         out_args(&a, &o);
-        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        s = dcpattn_attn_run(plan, &a, ws, wsz, (dcpattn_stream)st);
-        CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run during capture: %s", desc, dcpattn_last_error());
-        CUDA_OK(cudaStreamEndCapture(st, &g));
-        CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-        for (rep = 0; rep < 3 && s == DCPATTN_STATUS_SUCCESS; rep++) {
+        ge = capture_run(plan, &a, ws, wsz, st, desc, &captured);
+        for (rep = 0; rep < 3 && captured; rep++) {
             ref_attn_inputs in;
             int h;
             if (rep > 0) /* new scales in the same device words; the cache bytes stay */
@@ -589,7 +601,6 @@ static void fp8_graph_test(void) {
             ref_res_free(&rr);
         }
         if (ge) cudaGraphExecDestroy(ge);
-        if (g) cudaGraphDestroy(g);
         out_free(&o);
         out_free(&eager);
         dcpattn_attn_plan_destroy(plan);
@@ -611,8 +622,8 @@ static void graph_and_fault_tests(int cluster) {
     dcpattn_attn_plan *plan = NULL;
     dcpattn_attn_args a;
     cudaStream_t st;
-    cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
+    int captured;
     int qlen[MAXB], b, rep;
     int64_t L[MAXB];
     void *ws;
@@ -656,13 +667,8 @@ static void graph_and_fault_tests(int cluster) {
 
     /* capture */
     out_poison(&o, 0xff);
-    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    s = dcpattn_attn_run(plan, &a, ws, wsz, (dcpattn_stream)st);
-    CHECK(s == DCPATTN_STATUS_SUCCESS, "graph: run during capture: %s: %s", dcpattn_status_string(s),
-          dcpattn_last_error());
-    CUDA_OK(cudaStreamEndCapture(st, &g));
-    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    for (rep = 0; rep < 3 && s == DCPATTN_STATUS_SUCCESS; rep++) {
+    ge = capture_run(plan, &a, ws, wsz, st, desc, &captured);
+    for (rep = 0; rep < 3 && captured; rep++) {
         ref_attn_inputs in;
         if (rep > 0) { /* new q and cache values (and a new page order) in the same buffers */
             data_fill(&bd, &seed);
@@ -674,7 +680,6 @@ static void graph_and_fault_tests(int cluster) {
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
-    if (g) cudaGraphDestroy(g);
 
     /* faults: rejected, and no output byte changes */
     {
@@ -771,13 +776,12 @@ static void balanced_graph_test(void) {
     dcpattn_attn_plan *plan = NULL;
     dcpattn_attn_args a;
     cudaStream_t st;
-    cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
+    int captured;
     int qlen[MAXB], b, rep;
     int64_t L[MAXB], L0[MAXB];
     void *ws;
     size_t wsz;
-    dcpattn_status s;
     char desc[1024];
     const int B = 20, W = 2, r = 1, I = 16;
     for (b = 0; b < B; b++) {
@@ -805,12 +809,8 @@ static void balanced_graph_test(void) {
     CUDA_OK(cudaStreamCreate(&st));
     rank_args(&a, &ri, &bd);
     out_args(&a, &o);
-    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    s = dcpattn_attn_run(plan, &a, ws, wsz, (dcpattn_stream)st);
-    CHECK(s == DCPATTN_STATUS_SUCCESS, "graph, balanced: run during capture: %s", dcpattn_last_error());
-    CUDA_OK(cudaStreamEndCapture(st, &g));
-    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    for (rep = 0; rep < (quick ? 2 : 5) && s == DCPATTN_STATUS_SUCCESS; rep++) {
+    ge = capture_run(plan, &a, ws, wsz, st, desc, &captured);
+    for (rep = 0; rep < (quick ? 2 : 5) && captured; rep++) {
         ref_attn_inputs in;
         if (rep > 0) /* other global lengths, no longer than the cache holds */
             for (b = 0; b < B; b++) {
@@ -827,7 +827,6 @@ static void balanced_graph_test(void) {
         ref_res_free(&rr);
     }
     if (ge) cudaGraphExecDestroy(ge);
-    if (g) cudaGraphDestroy(g);
     cudaStreamDestroy(st);
     dcpattn_attn_plan_destroy(plan);
     out_free(&o);
