@@ -204,7 +204,9 @@ typedef enum dcpattn_dtype {
     DCPATTN_BF16 = 1,
     DCPATTN_FP16 = 2,
     DCPATTN_FP32 = 3,
-    DCPATTN_FP8_E4M3 = 4 /* KV cache only (dcpattn_attn_desc.kv_dtype): OCP e4m3fn, with scales */
+    DCPATTN_FP8_E4M3 = 4, /* KV cache only (dcpattn_attn_desc.kv_dtype): OCP e4m3fn, with scales */
+    /* sparse MLA KV cache only: DeepSeek's 656-byte token rows (see SPARSE MLA below) */
+    DCPATTN_FP8_DS_MLA = 5
 } dcpattn_dtype;
 
 /* ---- context: one per CUDA context (device) ---- */
@@ -347,6 +349,9 @@ typedef struct dcpattn_attn_desc {
        read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V). */
     dcpattn_dtype kv_dtype;
     int kv_scale_per_head;       /* FP8: 0 one k_scale and one v_scale; 1 one per KV head */
+    /* ---- sparse MLA (see SPARSE MLA below) ---- */
+    int sparse_topk;             /* 0: dense; > 0: MLA attends per query token to the ids of
+                                    args.topk_ids, this many per token (1..DCPATTN_SPARSE_MAX_TOPK) */
 } dcpattn_attn_desc;
 
 typedef struct dcpattn_attn_args {
@@ -371,7 +376,36 @@ typedef struct dcpattn_attn_args {
        kv_scale_per_head, finite and > 0; read by the kernel at run time, so a captured graph
        replays with the values they hold then. Ignored for a 16-bit cache. */
     const float *k_scale, *v_scale;
+    /* ---- sparse MLA (desc.sparse_topk > 0; see SPARSE MLA below) ---- */
+    const int32_t *topk_ids;         /* [total_q, sparse_topk] global token positions, -1 = none */
+    int64_t topk_ids_stride;         /* elements between two tokens' lists; 0: sparse_topk */
+    const int32_t *topk_count;       /* optional [total_q]: only the first count ids of a list */
+    const float *sinks;              /* optional [Hq] fp32 attention sinks (applied on rank 0) */
 } dcpattn_attn_args;
+
+/* ---- SPARSE MLA (DeepSeek V3.2 / GLM-5 top-k attention; docs/contract.md, "Sparse MLA") ----
+   desc.sparse_topk = K > 0 on an MLA descriptor (576/512, one KV head, Hq <= 128) makes
+   every query token t attend to the keys its list names instead of to a causal prefix:
+   args.topk_ids[t * topk_ids_stride + j], j < K (or j < topk_count[t] when given, clamped
+   to 0..K), are GLOBAL token positions of t's sequence. The kernel keeps an id g iff
+   0 <= g < L (the sequence's global length, seqused_k_global, or seqused_k when W = 1) and
+   this rank owns it, (g / I) % W == r; it reads that key at local index
+   (g / (W*I))*I + g % I through the block table. Ids < 0 (-1 = none), ids >= L and ids of
+   other ranks are skipped anywhere in the list and never read. Each kept entry is one key:
+   an id listed twice counts twice (its weight doubles). No causal mask is applied
+   (desc.non_causal has no effect): causality is the indexer's. A token keeping no id
+   gets out = 0 and lse = -inf, as a dense row that sees nothing.
+   Caches: kv_dtype 0 (= dtype, bf16 or fp16: 576-element rows as dense MLA), or
+   DCPATTN_FP8_DS_MLA (dtype bf16): 656-byte rows of 512 e4m3 values, 4 fp32 scales (one per
+   128 values: value = e4m3 * scale) and 64 bf16 RoPE values; k strides are then in bytes
+   (multiples of 16, row stride >= 656), v_cache = k_cache. Sinks (optional, [Hq] fp32,
+   finite; a non-finite sink is no sink): the sink of head h joins the softmax as one more
+   logit with no value, once per DCP group: on rank 0 only (lse = log(exp(lse) + exp(sink)),
+   out scaled to match), so the merge or combine of the W ranks' partials gives unsharded
+   attention with the sink; a rank-0 row keeping no id gives out = 0, lse = sink. Sparse
+   plans take num_splits 0 or 1 (one CTA per query token and 64 heads, no workspace).
+   Requires an sm_80 or newer GPU (mma.sync). */
+#define DCPATTN_SPARSE_MAX_TOPK 2048
 
 typedef struct dcpattn_attn_plan dcpattn_attn_plan;
 
@@ -608,6 +642,12 @@ extern "C" {
         unsigned long long token; /* balanced: this run's publication token */       \
         const float *k_scale, *v_scale; /* FP8 KV: [1] or [hkv] scales */             \
         int kv_scale_per_head;                                                        \
+        /* sparse MLA: the top-k lists (row stride topk_st), counts, sinks (rank 0) */ \
+        const int *topk_ids;                                                          \
+        const int *topk_count;                                                        \
+        const float *sinks;                                                           \
+        long long topk_st;                                                            \
+        int topk;                                                                     \
     } dcpattn_attn_kparams;
 DCPATTN_KERNEL_ABI
 
@@ -2043,10 +2083,16 @@ static dcpattn_status dcpattn__variant_for_run_locked(dcpattn_context *ctx, cons
 }
 
 /* =============================== validation =============================== */
-static int dcpattn__dtype_size(dcpattn_dtype t) { return t == DCPATTN_FP32 ? 4 : t == DCPATTN_FP8_E4M3 ? 1 : 2; }
+static int dcpattn__dtype_size(dcpattn_dtype t) {
+    return t == DCPATTN_FP32 ? 4 : t == DCPATTN_FP8_E4M3 || t == DCPATTN_FP8_DS_MLA ? 1 : 2;
+}
 /* The generator's canonical names (gen/dcpattn/types.lua). */
 static const char *dcpattn__dtype_name(dcpattn_dtype t) {
-    return t == DCPATTN_FP32 ? "fp32" : t == DCPATTN_FP16 ? "fp16" : t == DCPATTN_FP8_E4M3 ? "e4m3" : "bf16";
+    return t == DCPATTN_FP32       ? "fp32"
+           : t == DCPATTN_FP16       ? "fp16"
+           : t == DCPATTN_FP8_E4M3   ? "e4m3"
+           : t == DCPATTN_FP8_DS_MLA ? "fp8ds"
+                                     : "bf16";
 }
 static int dcpattn__aligned(const void *p, unsigned a) { return ((uintptr_t)p & (uintptr_t)(a - 1)) == 0; }
 
@@ -2461,6 +2507,8 @@ struct dcpattn_attn_plan {
 #define DCPATTN__MLA_PAGE_SIZES 16, 32, 64, 128, 192, 256 /* mla.lua PAGE_SIZES */
 #define DCPATTN__MLA_PAGE_SIZES_TEXT "16, 32, 64, 128, 192 or 256" /* mla.lua PAGE_SIZES */
 #define DCPATTN__MAX_PAGE_SIZE 256 /* tiling.lua MAX_PAGE_SIZE */
+#define DCPATTN__SPARSE_MAX_TOPK 2048 /* sparse.lua MAX_TOPK */
+#define DCPATTN__SPARSE_FP8DS_ROW_BYTES 656 /* sparse.lua FP8DS_ROW_BYTES */
 /* ---- END family limits ---- */
 static const int dcpattn__gqa_head_dims[] = {DCPATTN__GQA_HEAD_DIMS};
 static const int dcpattn__mla_page_sizes[] = {DCPATTN__MLA_PAGE_SIZES};
@@ -2499,6 +2547,79 @@ static void dcpattn__attn_defaults(dcpattn_attn_desc *d) {
         d->max_total_q = (int)t;
 }
 
+/* ---- sparse MLA: validation (see SPARSE MLA in the API) ---- */
+typedef char dcpattn__sparse_topk_limit[DCPATTN__SPARSE_MAX_TOPK == DCPATTN_SPARSE_MAX_TOPK ? 1 : -1];
+/* Elements (bytes for FP8_DS_MLA) of one cache row of a descriptor with its defaults. */
+static int64_t dcpattn__kv_row(const dcpattn_attn_desc *d) {
+    return d->kv_dtype == DCPATTN_FP8_DS_MLA ? DCPATTN__SPARSE_FP8DS_ROW_BYTES : d->head_dim;
+}
+/* The sparse fields of a descriptor with its defaults; runs before the family checks, which
+   then take an FP8_DS_MLA cache as checked here. */
+static dcpattn_status dcpattn__sparse_desc_check(const dcpattn_attn_desc *d) {
+    int64_t t;
+    if (d->sparse_topk < 0 || d->sparse_topk > DCPATTN__SPARSE_MAX_TOPK)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: sparse_topk = %d (0: dense, or 1..%d)",
+                             d->sparse_topk, DCPATTN__SPARSE_MAX_TOPK);
+    if (d->sparse_topk == 0) {
+        if (d->kv_dtype == DCPATTN_FP8_DS_MLA)
+            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                                 "attn: kv_dtype = DCPATTN_FP8_DS_MLA with sparse_topk = 0: the 656-byte layout is "
+                                 "read by sparse MLA only");
+        return DCPATTN_STATUS_SUCCESS;
+    }
+    if (!dcpattn__is_mla(d) || d->num_kv_heads != 1)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: sparse_topk = %d needs an MLA descriptor (head_dim %d, head_dim_v %d, num_kv_heads 1), "
+                             "got %d, %d, %d",
+                             d->sparse_topk, DCPATTN__MLA_HEAD_DIM, DCPATTN__MLA_HEAD_DIM_V, d->head_dim, d->head_dim_v,
+                             d->num_kv_heads);
+    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_DS_MLA)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: sparse MLA kv_dtype = %d (0 = dtype = %d, or DCPATTN_FP8_DS_MLA = %d)",
+                             (int)d->kv_dtype, (int)d->dtype, (int)DCPATTN_FP8_DS_MLA);
+    if (d->kv_dtype == DCPATTN_FP8_DS_MLA && d->dtype != DCPATTN_BF16)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: kv_dtype = DCPATTN_FP8_DS_MLA with dtype = %d: its RoPE part is bf16, so q and out "
+                             "must be bf16 (%d)",
+                             (int)d->dtype, (int)DCPATTN_BF16);
+    if (d->num_splits != 0 && d->num_splits != 1)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
+                             "attn: num_splits = %d with sparse_topk = %d (sparse MLA takes 0 or 1: no split)",
+                             d->num_splits, d->sparse_topk);
+    if (d->max_batch > 0 && d->max_q_len > 0 && (!dcpattn__mul(d->max_batch, d->max_q_len, &t) || t > INT32_MAX))
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: sparse MLA: max_batch*max_q_len = %d*%d overflows",
+                             d->max_batch, d->max_q_len);
+    return DCPATTN_STATUS_SUCCESS;
+}
+/* The sparse run arguments of normalized descriptor d (topk_ids_stride defaulted in *a). */
+static dcpattn_status dcpattn__sparse_args_check(const dcpattn_attn_desc *d, dcpattn_attn_args *a, int64_t span_out) {
+    int64_t span_ids;
+    if (!d->sparse_topk)
+        return DCPATTN_STATUS_SUCCESS;
+    if (!a->topk_ids_stride)
+        a->topk_ids_stride = d->sparse_topk;
+    if (a->topk_ids_stride < d->sparse_topk)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT,
+                             "attn: topk_ids_stride = %lld (must be 0 or >= sparse_topk = %d)",
+                             (long long)a->topk_ids_stride, d->sparse_topk);
+    if (a->batch == 0)
+        return DCPATTN_STATUS_SUCCESS;
+    if (!a->topk_ids)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: topk_ids is NULL with sparse_topk = %d",
+                             d->sparse_topk);
+    if (!dcpattn__aligned(a->topk_ids, 4) || !dcpattn__aligned(a->topk_count, 4) || !dcpattn__aligned(a->sinks, 4))
+        return dcpattn__fail(DCPATTN_STATUS_MISALIGNED,
+                             "attn: topk_ids = %p, topk_count = %p, sinks = %p (each 4-byte aligned)",
+                             (const void *)a->topk_ids, (const void *)a->topk_count, (const void *)a->sinks);
+    if (!dcpattn__span(d->max_total_q, a->topk_ids_stride, 1, 0, d->sparse_topk, &span_ids) || span_ids > INT64_MAX / 4)
+        return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_total_q*topk_ids_stride = %d*%lld overflows",
+                             d->max_total_q, (long long)a->topk_ids_stride);
+    if (dcpattn__overlap(a->out, span_out * 2, a->topk_ids, (int64_t)d->sparse_topk * 4))
+        return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps topk_ids = %p", a->out,
+                             (const void *)a->topk_ids);
+    return DCPATTN_STATUS_SUCCESS;
+}
+
 /* A descriptor with its defaults (dcpattn__attn_defaults) in *d, checked. */
 static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpattn_attn_desc *d) {
     int64_t t;
@@ -2508,7 +2629,8 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
     dcpattn__attn_defaults(d);
     if (d->dtype != DCPATTN_BF16 && d->dtype != DCPATTN_FP16)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn: dtype = %d (bf16 or fp16)", (int)d->dtype);
-    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_E4M3)
+    DCPATTN__TRY(dcpattn__sparse_desc_check(d));
+    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_E4M3 && d->kv_dtype != DCPATTN_FP8_DS_MLA)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "attn: kv_dtype = %d (0 = dtype = %d, or DCPATTN_FP8_E4M3 = %d)", (int)d->kv_dtype,
                              (int)d->dtype, (int)DCPATTN_FP8_E4M3);
@@ -2623,7 +2745,7 @@ static void dcpattn__attn_args_defaults(const dcpattn_attn_desc *d, dcpattn_attn
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads;
     const int v_is_k = dcpattn__is_mla(d) && !a->v_stride_h && !a->v_stride_t && !a->v_stride_page;
     dcpattn__default_rows(&a->q_stride_t, &a->q_stride_h, hq, d->head_dim);
-    dcpattn__default_rows(&a->k_stride_t, &a->k_stride_h, hkv, d->head_dim);
+    dcpattn__default_rows(&a->k_stride_t, &a->k_stride_h, hkv, dcpattn__kv_row(d));
     dcpattn__default_stride(&a->k_stride_page, d->page_size, a->k_stride_t);
     if (v_is_k) {
         a->v_stride_h = a->k_stride_h;
@@ -2643,7 +2765,8 @@ static void dcpattn__attn_args_defaults(const dcpattn_attn_desc *d, dcpattn_attn
 static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, const dcpattn_attn_args *in,
                                                    dcpattn_attn_args *a) {
     const int64_t hq = d->num_q_heads, hkv = d->num_kv_heads, dqk = d->head_dim, dv = d->head_dim_v;
-    const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3, kvb = fp8 ? 1 : 2; /* bytes per K/V element */
+    const int fp8 = dcpattn__dtype_size(d->kv_dtype) == 1, kvb = fp8 ? 1 : 2; /* bytes per K/V element */
+    const int scaled = d->kv_dtype == DCPATTN_FP8_E4M3; /* k_scale and v_scale */
     int64_t span_q, span_k, span_v, span_out, span_lse = 0, min_bt = dcpattn__min_block_table(d);
     if (!in)
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: args is NULL");
@@ -2674,7 +2797,7 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__REQUIRE(cu_seqlens_q)
     DCPATTN__REQUIRE(seqused_k)
     DCPATTN__REQUIRE(out)
-    if (fp8) {
+    if (scaled) {
         DCPATTN__REQUIRE(k_scale)
         DCPATTN__REQUIRE(v_scale)
     }
@@ -2702,7 +2825,7 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
     DCPATTN__ALIGN(seqused_k, 4)
     DCPATTN__ALIGN(seqused_k_global, 4)
     DCPATTN__ALIGN(lse, 4)
-    if (fp8) {
+    if (scaled) {
         DCPATTN__ALIGN(k_scale, 4)
         DCPATTN__ALIGN(v_scale, 4)
     }
@@ -2732,7 +2855,7 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
         !dcpattn__span(d->max_total_q, a->out_stride_t, hq, a->out_stride_h, dv, &span_out) ||
         !dcpattn__span(a->num_pages, a->k_stride_page, d->page_size, a->k_stride_t, 0, &span_k) ||
         !dcpattn__span(a->num_pages, a->v_stride_page, d->page_size, a->v_stride_t, 0, &span_v) ||
-        !dcpattn__span(1, 0, hkv, a->k_stride_h, span_k + dqk, &span_k) ||
+        !dcpattn__span(1, 0, hkv, a->k_stride_h, span_k + dcpattn__kv_row(d), &span_k) ||
         !dcpattn__span(1, 0, hkv, a->v_stride_h, span_v + dv, &span_v) || span_q > INT64_MAX / 4 ||
         span_k > INT64_MAX / 4 || span_v > INT64_MAX / 4 || span_out > INT64_MAX / 4 ||
         !dcpattn__span(d->max_total_q, a->lse_stride_t, hq, a->lse_stride_h, 1, &span_lse) || span_lse > INT64_MAX / 4)
@@ -2762,7 +2885,7 @@ static dcpattn_status dcpattn__attn_args_normalize(const dcpattn_attn_desc *d, c
                    dcpattn__overlap(a->lse, span_lse * 4, a->v_cache, span_v * kvb) ||
                    dcpattn__overlap(a->lse, span_lse * 4, a->out, span_out * 2)))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: lse = %p overlaps q, out or the KV cache", (void *)a->lse);
-    return DCPATTN_STATUS_SUCCESS;
+    return dcpattn__sparse_args_check(d, a, span_out);
 }
 
 dcpattn_status dcpattn_attn_args_validate(const dcpattn_attn_desc *desc, const dcpattn_attn_args *args) {
@@ -2792,6 +2915,8 @@ static dcpattn_status dcpattn__select_attn(dcpattn_context *ctx, const dcpattn_a
     dcpattn__setint(L, "page_size", d->page_size);
     dcpattn__setint(L, "max_q_len", d->max_q_len);
     dcpattn__setint(L, "arch", dcpattn__arch_num(ctx));
+    if (d->sparse_topk)
+        dcpattn__setint(L, "sparse_topk", d->sparse_topk);
     DCPATTN__TRY(dcpattn__lua_pcall(ctx, 1, 2));
     if (!lua_isstring(L, -2)) {
         dcpattn_status s = dcpattn__fail(DCPATTN_STATUS_GENERATOR, "%s", lua_tostring(L, -1));
@@ -2947,6 +3072,25 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     }
 }
 
+/* ---- sparse MLA: plan and run (see SPARSE MLA in the API) ----
+   One CTA per (sequence x query slot, block of M_TILE heads): grid batch*max_q_len x
+   ceil(Hq / M_TILE); slots past a sequence's q_len return at once. No split, no workspace. */
+static void dcpattn__sparse_plan(dcpattn_attn_plan *p) {
+    p->num_splits = 1;
+    p->row_tiles = (p->d.num_q_heads + p->attn->rows - 1) / p->attn->rows;
+    dcpattn__attn_plan_kparams(p);
+    p->kp.topk = p->d.sparse_topk;
+}
+static dcpattn_status dcpattn__sparse_launch(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a,
+                                             dcpattn_attn_kparams *kp, dcpattn_stream stream) {
+    kp->topk_ids = a->topk_ids;
+    kp->topk_st = a->topk_ids_stride;
+    kp->topk_count = a->topk_count;
+    kp->sinks = plan->d.dcp_rank == 0 ? a->sinks : NULL; /* once per DCP group */
+    return dcpattn__launch(plan->attn, (unsigned)(a->batch * plan->d.max_q_len), (unsigned)plan->row_tiles, 1, 1, kp,
+                           stream, "sparse attention launch");
+}
+
 dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn_desc *desc,
                                         dcpattn_attn_plan **out) {
     dcpattn_attn_plan *p;
@@ -2981,7 +3125,9 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
     s = dcpattn__select_attn(ctx, &p->d, p->variant, sizeof p->variant);
     if (!s)
         s = dcpattn__ensure(ctx, p->variant, &p->attn, NULL);
-    if (!s) {
+    if (!s && p->d.sparse_topk)
+        dcpattn__sparse_plan(p);
+    else if (!s) {
         group = p->d.num_q_heads / p->d.num_kv_heads;
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
         per_sm = dcpattn__ctas_per_sm(&ctx->limits, p->attn);
@@ -3106,6 +3252,8 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.k_scale = a.k_scale;
         kp.v_scale = a.v_scale;
     }
+    if (d->sparse_topk)
+        return dcpattn__sparse_launch(plan, &a, &kp, stream);
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */

@@ -10,6 +10,7 @@ local concat = table.concat
 local gqa = require "dcpattn.gqa"
 local mla = require "dcpattn.mla"
 local tiling = require "dcpattn.tiling"
+local sparse = require "dcpattn.sparse"
 
 M.BEGIN = "/* ---- BEGIN family limits: generated from gen/dcpattn/ by `make limits`, do not edit ---- */"
 M.END = "/* ---- END family limits ---- */"
@@ -37,6 +38,8 @@ function M.c_block()
     def("MLA_MAX_HEADS", mla.max_hq, "mla.lua MAX_HQ")
     list("MLA_PAGE_SIZES", mla.page_sizes, "mla.lua PAGE_SIZES")
     def("MAX_PAGE_SIZE", tiling.MAX_PAGE_SIZE, "tiling.lua MAX_PAGE_SIZE")
+    def("SPARSE_MAX_TOPK", sparse.max_topk, "sparse.lua MAX_TOPK")
+    def("SPARSE_FP8DS_ROW_BYTES", sparse.fp8ds_row_bytes, "sparse.lua FP8DS_ROW_BYTES")
     lines[#lines + 1] = M.END
     return concat(lines, "\n") .. "\n"
 end

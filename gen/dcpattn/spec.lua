@@ -13,6 +13,7 @@ local FAMILIES = {
     gqa = require "dcpattn.gqa",
     merge = require "dcpattn.merge",
     mla = require "dcpattn.mla",
+    sparse = require "dcpattn.sparse",
 }
 local KNOWN = concat(util.sorted_keys(FAMILIES), ", ")
 

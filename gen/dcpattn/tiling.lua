@@ -11,6 +11,7 @@ local types = require "dcpattn.types"
 local spec = require "dcpattn.spec"
 local gqa = require "dcpattn.gqa"
 local mla = require "dcpattn.mla"
+local sparse = require "dcpattn.sparse"
 
 M.DEFAULT_WHERE = "desc:1"
 
@@ -20,7 +21,7 @@ M.MAX_PAGE_SIZE = 256
 
 local FIELDS = {
     dtype = true, kv_dtype = true, hq = true, hkv = true, dqk = true, dv = true, page_size = true,
-    max_q_len = true, arch = true,
+    max_q_len = true, arch = true, sparse_topk = true,
 }
 
 -- desc.<key> as an integer >= lo; `default` when nil or 0 and a default exists.
@@ -35,8 +36,10 @@ local function field(desc, key, lo, default)
 end
 
 -- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16" [, kv_dtype = dtype or
--- "e4m3"], hq, hkv, dqk, dv, page_size, max_q_len [, arch] }, or nil, err.
+-- "e4m3" or (sparse) "fp8ds"], hq, hkv, dqk, dv, page_size, max_q_len [, arch]
+-- [, sparse_topk] }, or nil, err.
 -- arch: the compute capability as 10 * major + minor (90 for sm_90a); 0 or absent: any.
+-- sparse_topk > 0: sparse MLA (the ids of each query token instead of a causal prefix).
 function M.attn(desc, where)
     where = where or M.DEFAULT_WHERE
     if type(desc) ~= "table" then
@@ -48,7 +51,7 @@ function M.attn(desc, where)
     local v = {}
     local checks = {
         { "hq", 1 }, { "hkv", 1 }, { "dqk", 1 }, { "dv", 1, "dqk" }, { "page_size", 1, 16 },
-        { "max_q_len", 1, 1 }, { "arch", 0, 0 },
+        { "max_q_len", 1, 1 }, { "arch", 0, 0 }, { "sparse_topk", 0, 0 },
     }
     for _, c in ipairs(checks) do
         local default = c[3]
@@ -61,6 +64,7 @@ function M.attn(desc, where)
         return nil, util.err(where, "page_size = %d: expected 1..%d", v.page_size, M.MAX_PAGE_SIZE)
     end
     local dtype = desc.dtype == nil and "bf16" or desc.dtype
+    if v.sparse_topk > 0 then return M.sparse(desc, v, dtype, where) end
     if v.dqk == mla.DQK and v.dv == mla.DV then
         if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" }) then
             return nil, util.err(where, "kv_dtype = %s: MLA has no FP8 variant", tostring(desc.kv_dtype))
@@ -105,6 +109,27 @@ function M.attn(desc, where)
         group = group,
         m_tile = gqa.m_tile_for(rows, v.dqk, v.arch),
     }, where)
+end
+
+-- Sparse MLA (desc.sparse_topk > 0, fields checked as integers in `v`): the MLA shape, a top-k
+-- list of at most sparse.max_topk ids, a cache of the query's dtype or fp8ds.
+function M.sparse(desc, v, dtype, where)
+    if v.dqk ~= sparse.DQK or v.dv ~= sparse.DV or v.hkv ~= 1 then
+        return nil, util.err(where, "sparse_topk = %d: sparse attention is MLA's (dqk %d, dv %d, hkv 1), got %d, %d, %d",
+            v.sparse_topk, sparse.DQK, sparse.DV, v.dqk, v.dv, v.hkv)
+    end
+    if v.sparse_topk > sparse.max_topk then
+        return nil, util.err(where, "sparse_topk = %d: at most %d", v.sparse_topk, sparse.max_topk)
+    end
+    if v.hq > sparse.max_hq then
+        return nil, util.err(where, "hq = %d: sparse MLA supports at most %d query heads per rank", v.hq, sparse.max_hq)
+    end
+    local page_ok = false
+    for _, p in ipairs(mla.page_sizes) do page_ok = page_ok or p == v.page_size end
+    if not page_ok then
+        return nil, util.err(where, "page_size = %d: MLA takes %s", v.page_size, concat(mla.page_sizes, ", "))
+    end
+    return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64 }, where)
 end
 
 return M

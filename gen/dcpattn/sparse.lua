@@ -1,0 +1,115 @@
+-- sparse.lua — the sparse MLA family (DeepSeek V3.2 / GLM-5 top-k attention, docs/contract.md
+-- "Sparse MLA"): Dqk = 576, Dv = 512, one latent KV head; each query token attends to the keys
+-- of its own top-k list of global positions, those this rank owns, gathered through the block
+-- table. One CTA per (query token, M query heads). mma.sync: sm_80 and newer.
+-- The cache holds the query's dtype (576 elements per token) or DeepSeek's FP8 layout, fp8ds:
+-- 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
+-- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>, e.g. sparse_bf16_m64, sparse_bf16_kvfp8ds_m64.
+local M = {}
+
+local type, ipairs = type, ipairs
+local format, lower = string.format, string.lower
+local concat = table.concat
+local util = require "dcpattn.util"
+local types = require "dcpattn.types"
+
+M.family = "sparse"
+M.template = "templates/sparse_inst.cu"
+M.form = "sparse_<dtype>[_kv<kv_dtype>]_m<M>"
+
+-- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
+
+M.DQK, M.DV = 576, 512
+-- Query heads per CTA -> CTA size: 8 warps, 4 row groups of 16 heads x 2 halves of the 512
+-- V columns (templates/sparse.cuh).
+local M_TILES = { [64] = { threads = 256 } }
+local KV_TILE = 32      -- keys per pipeline stage
+local MAX_TOPK = 2048   -- ids per query token (the compacted list lives in shared memory)
+local MAX_HQ = 128
+local DTYPES = { "bf16", "fp16" }
+-- The FP8 layout: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values.
+local FP8DS = "fp8ds"
+local FP8DS_ROW_BYTES = 512 + 4 * 4 + 64 * 2
+
+-- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP3).
+local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS } }
+
+-- ---------------------------------------------------------------------------------------------
+
+M.max_topk = MAX_TOPK
+M.max_hq = MAX_HQ
+M.fp8ds = FP8DS
+M.fp8ds_row_bytes = FP8DS_ROW_BYTES
+
+local show = util.show
+
+local LAYOUT = { { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "m_tile", "m" } }
+util.family(M, LAYOUT, function(spec)
+    local dtype, err = util.dtype(spec.dtype, DTYPES, "")
+    if not dtype then return nil, err end
+    local kv_dtype = dtype
+    if spec.kv_dtype ~= nil then
+        if type(spec.kv_dtype) == "string" and lower(spec.kv_dtype) == FP8DS then
+            if dtype ~= "bf16" then
+                return nil, format("KV dtype '%s' needs dtype bf16 (its RoPE part is bf16), got '%s'", FP8DS, dtype)
+            end
+            kv_dtype = FP8DS
+        else
+            kv_dtype = types.canonical(spec.kv_dtype, DTYPES)
+            if kv_dtype ~= dtype then
+                return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or %s)",
+                    show(spec.kv_dtype), dtype, FP8DS)
+            end
+        end
+    end
+    local m = util.int(spec.m_tile)
+    if not m or not M_TILES[m] then
+        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile),
+            concat(util.sorted_numbers(M_TILES), ", "))
+    end
+    return { family = "sparse", dtype = dtype, kv_dtype = kv_dtype, m_tile = m }
+end)
+
+-- Everything the instance template and the launcher need, derived in one place
+-- (templates/sparse.cuh, SparseTraits, computes the same shared-memory size; every instance
+-- asserts that the two agree).
+local function traits(spec)
+    local esize = types.info[spec.dtype].size
+    local fp8 = spec.kv_dtype == FP8DS
+    local tile = KV_TILE * M.DQK * esize
+    local warps = M_TILES[spec.m_tile].threads // 32
+    -- Q tile + K tiles (two stages; FP8: one converted tile and two stages of 656-byte rows)
+    -- + the compacted list (8 bytes per id) + the S exchange (16 x 16 fp32 per warp)
+    local kv = fp8 and (tile + 2 * KV_TILE * FP8DS_ROW_BYTES) or 2 * tile
+    return {
+        threads = M_TILES[spec.m_tile].threads,
+        kv_tile = KV_TILE,
+        stages = 2,
+        smem = spec.m_tile * M.DQK * esize + kv + MAX_TOPK * 8 + warps * 256 * 4,
+    }
+end
+
+function M.bindings(spec, name)
+    local t = traits(spec)
+    return util.attn_bindings(spec, name, t, {
+        M_TILE = spec.m_tile,
+        KV_TILE = t.kv_tile,
+        MAX_TOPK = MAX_TOPK,
+        FP8DS = spec.kv_dtype == FP8DS and "true" or "false",
+        SMEM = t.smem, -- checked against the kernel's own layout (SparseTraits::SMEM_BYTES)
+    })
+end
+
+function M.meta(spec)
+    return util.attn_meta(spec, traits(spec), { head_dim = M.DQK, head_dim_v = M.DV, kv_dtype = spec.kv_dtype })
+end
+
+function M.defaults()
+    local specs = {}
+    for i, d in ipairs(DEFAULTS) do
+        specs[i] = { family = "sparse", dtype = d.dtype, kv_dtype = d.kv_dtype, m_tile = 64 }
+    end
+    return specs -- the caller sorts by name
+end
+
+return M
