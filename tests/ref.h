@@ -94,6 +94,30 @@
      int ref_err_within(const ref_err *e, const ref_err *baseline, double abs_floor, double rel_floor)
        e <= 2 * baseline + floor, both metrics, and no bad entry.
      const char *ref_err_str(const ref_err *e)   (static buffer)
+
+   SPARSE MLA (docs/contract.md, "Sparse MLA"; Dqk 576, Dv 512, one KV head)
+     REF_FP8DS = 6: DeepSeek's 656-byte cache row: 512 e4m3 values, 4 fp32 scales (one per
+       128 values), 64 bf16 RoPE values.
+     void ref_fp8ds_quantize(const uint16_t *row, uint8_t *out)  576 bf16 values -> a 656-byte
+       row: per 128-value block scale = amax / 448 (1 for an all-zero block), e4m3 = nearest
+       of value / scale; the RoPE values copied.
+     double ref_fp8ds_value(const uint8_t *row, int d)   channel d of a 656-byte row, dequantized
+     int64_t ref_sparse_local(int64_t g, int64_t L, int W, int r, int I)
+       the local index on rank r of top-k id g of a sequence of global length L, or -1 when
+       the id is skipped (g < 0, g >= L, or another rank's).
+     ref_sparse_inputs in = {0}; batch, q ([total_q, hq, 576] contiguous), cache and
+       cache_type (0 or the dtype: rows of 576 16-bit values; REF_FP8DS: rows of 656 bytes),
+       cache strides (elements of the cache type: 16-bit values or bytes), block_table (+ row
+       stride), cu_seqlens_q, seqused_k, seqused_k_global (0: = seqused_k), ids [total_q,
+       ids_stride], topk, counts (optional [total_q]), sinks (optional [hq]; pass them for
+       rank 0 and for unsharded attention only).
+     int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in, double *out,
+                         double *lse)
+       p: hq, dqk 576, dv 512, page_size, world, rank, interleave, scale, lse_base2, dtype,
+       emulate_lowp (a dequantized FP8 value is then rounded to bf16 as well). Each kept id is
+       one key (repeats count); a token keeping none: out 0, lse -inf, or with a finite sink
+       s: out 0, lse s. A sink s joins as lse' = log(exp(lse) + exp(s)), out *= exp(lse - lse').
+       Returns 0, or -1 with ref_error() (inconsistent lengths, block table out of range).
 */
 #ifndef DCPATTN_TEST_REF_H
 #define DCPATTN_TEST_REF_H
@@ -709,6 +733,141 @@ REF_FN const char *ref_err_str(const ref_err *e) {
              e->max_abs, e->rel_fro, (long long)e->bad, (long long)e->n, (long long)e->worst,
              e->worst_ref, e->worst_got);
     return buf;
+}
+
+/* ---------------- sparse MLA ---------------- */
+enum { REF_FP8DS = 6, REF_FP8DS_ROW = 656, REF_SPARSE_DQK = 576, REF_SPARSE_DV = 512 };
+
+REF_FN void ref_fp8ds_quantize(const uint16_t *row, uint8_t *out) {
+    int blk, d;
+    for (blk = 0; blk < 4; blk++) {
+        double amax = 0;
+        float sc;
+        for (d = 0; d < 128; d++) {
+            double v = fabs((double)ref_bf16_to_float(row[blk * 128 + d]));
+            if (v > amax) amax = v;
+        }
+        sc = amax > 0 ? (float)(amax / 448.0) : 1.0f;
+        memcpy(out + 512 + 4 * blk, &sc, 4);
+        for (d = 0; d < 128; d++)
+            out[blk * 128 + d] = ref_double_to_e4m3((double)ref_bf16_to_float(row[blk * 128 + d]) / (double)sc);
+    }
+    memcpy(out + 528, row + 512, 128);
+}
+REF_FN double ref_fp8ds_value(const uint8_t *row, int d) {
+    float sc;
+    uint16_t h;
+    if (d >= 512) {
+        memcpy(&h, row + 528 + 2 * (d - 512), 2);
+        return (double)ref_bf16_to_float(h);
+    }
+    memcpy(&sc, row + 512 + 4 * (d / 128), 4);
+    return ref_e4m3_to_double(row[d]) * (double)sc;
+}
+REF_FN int64_t ref_sparse_local(int64_t g, int64_t L, int W, int r, int I) {
+    if (g < 0 || g >= L || ref_owner(g, W, I) != r) return -1;
+    return ref_local_index(g, W, I);
+}
+
+typedef struct ref_sparse_inputs {
+    int batch;
+    const uint16_t *q;         /* [total_q, hq, 576] */
+    const void *cache;         /* rows of 576 16-bit values, or of 656 bytes (REF_FP8DS) */
+    int cache_type;            /* 0 or the dtype; REF_FP8DS */
+    int64_t stride_page, stride_t; /* in elements of the cache type; 0: contiguous rows */
+    int64_t num_pages;
+    const int32_t *block_table;
+    int64_t block_table_stride;
+    const int32_t *cu_seqlens_q, *seqused_k, *seqused_k_global;
+    const int32_t *ids;        /* [total_q, ids_stride] */
+    int64_t ids_stride;        /* 0: topk */
+    int topk;
+    const int32_t *counts;     /* optional [total_q] */
+    const float *sinks;        /* optional [hq] */
+} ref_sparse_inputs;
+
+REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in, double *out, double *lse) {
+    ref_norm_params_ n;
+    const int fp8 = in->cache_type == REF_FP8DS, D = REF_SPARSE_DQK, DV = REF_SPARSE_DV;
+    const int64_t row = fp8 ? REF_FP8DS_ROW : D;
+    const int64_t st = in->stride_t ? in->stride_t : row, sp = in->stride_page ? in->stride_page : p->page_size * st;
+    const int64_t ids_st = in->ids_stride ? in->ids_stride : in->topk;
+    double *keys, *s;
+    int b, i, h, j, d;
+    if (ref_norm_(p, &n)) return -1;
+    if (n.dqk != D || n.dv != DV || n.hkv != 1) return ref_fail_("ref_sparse: dims %d/%d, hkv %d", n.dqk, n.dv, n.hkv);
+    if (p->page_size < 1 || in->topk < 0) return ref_fail_("ref_sparse: page_size %d, topk %d", p->page_size, in->topk);
+    keys = (double *)malloc(sizeof(double) * (size_t)((in->topk ? in->topk : 1) * D));
+    s = (double *)malloc(sizeof(double) * (size_t)(in->topk ? in->topk : 1));
+    if (!keys || !s) {
+        free(keys);
+        free(s);
+        return ref_fail_("ref_sparse: out of memory");
+    }
+    for (b = 0; b < in->batch; b++) {
+        const int q0 = in->cu_seqlens_q[b], q_len = in->cu_seqlens_q[b + 1] - q0;
+        const int64_t used = in->seqused_k[b], glob = in->seqused_k_global ? in->seqused_k_global[b] : used;
+        if (ref_local_len(glob, n.W, n.r, n.I) != used) {
+            free(keys);
+            free(s);
+            return ref_fail_("ref_sparse: sequence %d: seqused_k %lld != local_len(%lld)", b, (long long)used,
+                             (long long)glob);
+        }
+        for (i = 0; i < q_len; i++) {
+            const int64_t t = q0 + i;
+            int cnt = in->counts ? in->counts[t] : in->topk, nk = 0;
+            if (cnt < 0) cnt = 0;
+            if (cnt > in->topk) cnt = in->topk;
+            for (j = 0; j < cnt; j++) { /* the kept keys, dequantized, in list order */
+                const int64_t l = ref_sparse_local(in->ids[t * ids_st + j], glob, n.W, n.r, n.I);
+                int32_t page;
+                if (l < 0) continue;
+                page = in->block_table[b * in->block_table_stride + l / p->page_size];
+                if (page < 0 || page >= in->num_pages) {
+                    free(keys);
+                    free(s);
+                    return ref_fail_("ref_sparse: block_table[%d][%lld] = %d", b, (long long)(l / p->page_size), page);
+                }
+                for (d = 0; d < D; d++) {
+                    const int64_t at = page * sp + (l % p->page_size) * st;
+                    double v = fp8 ? ref_fp8ds_value((const uint8_t *)in->cache + at, d)
+                                   : ref_h2d(((const uint16_t *)in->cache)[at + d], n.dtype);
+                    keys[(int64_t)nk * D + d] = fp8 && p->emulate_lowp ? ref_round_to(v, REF_BF16) : v;
+                }
+                nk++;
+            }
+            for (h = 0; h < n.hq; h++) {
+                const uint16_t *qr = in->q + (t * n.hq + h) * D;
+                double *o = out + (t * n.hq + h) * DV, m = -INFINITY, sum = 0, l2;
+                for (d = 0; d < DV; d++) o[d] = 0;
+                for (j = 0; j < nk; j++) {
+                    double dot = 0;
+                    for (d = 0; d < D; d++) dot += ref_h2d(qr[d], n.dtype) * keys[(int64_t)j * D + d];
+                    s[j] = dot * n.scale;
+                    if (s[j] > m) m = s[j];
+                }
+                for (j = 0; j < nk; j++) {
+                    double e = exp(s[j] - m), pe = p->emulate_lowp ? ref_round_to(e, n.dtype) : e;
+                    sum += e;
+                    for (d = 0; d < DV; d++) o[d] += pe * keys[(int64_t)j * D + d];
+                }
+                l2 = nk ? m + log(sum) : -INFINITY;
+                for (d = 0; d < DV; d++) o[d] = nk ? o[d] / sum : 0;
+                if (in->sinks && isfinite((double)in->sinks[h])) {
+                    const double sk = (double)in->sinks[h], mm = l2 > sk ? l2 : sk;
+                    const double l3 = mm + log(exp(l2 - mm) + exp(sk - mm));
+                    for (d = 0; d < DV; d++) o[d] *= exp(l2 - l3);
+                    l2 = l3;
+                }
+                if (p->emulate_lowp)
+                    for (d = 0; d < DV; d++) o[d] = ref_round_to(o[d], n.dtype);
+                if (lse) lse[t * n.hq + h] = p->lse_base2 && isfinite(l2) ? l2 / REF_LN2 : l2;
+            }
+        }
+    }
+    free(keys);
+    free(s);
+    return 0;
 }
 
 #endif /* DCPATTN_TEST_REF_H */
