@@ -84,6 +84,11 @@ $(BUILD)/test_validate: tests/test_validate.c $(HEADER) tests/check.h | $(BUILD)
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
 	  $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
+$(BUILD)/test_sparse_cpu: tests/test_sparse_cpu.c $(HEADER) tests/ref.h tests/check.h | $(BUILD) deps
+	@echo "  CC      $@ (ASan, UBSan)"
+	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
+	  $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
+
 # ---- AOT: the CLI renders the default set; the library precompiles it (one lookup path) ----
 $(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD) deps
 	@echo "  GEN     $(BUILD)/gen (default variant set)"
@@ -102,9 +107,9 @@ demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_sched $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
-             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits
+             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits $(BUILD)/test_sparse_cpu
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big \
-             $(BUILD)/test_gpu_sm80
+             $(BUILD)/test_gpu_sm80 $(BUILD)/test_gpu_sparse
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
 HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
                     | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)

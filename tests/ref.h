@@ -118,6 +118,11 @@
        one key (repeats count); a token keeping none: out 0, lse -inf, or with a finite sink
        s: out 0, lse s. A sink s joins as lse' = log(exp(lse) + exp(s)), out *= exp(lse - lse').
        Returns 0, or -1 with ref_error() (inconsistent lengths, block table out of range).
+     void ref_sparse_ids(int32_t *ids, int64_t stride, int topk, int64_t L, int q_len, int i,
+                         int none, uint64_t *state)
+       a test list for query row i of a sequence of global length L: about 30 % -1, 8 % ids
+       past L, 7 % repeats of an earlier entry, the rest causal (<= L - q_len + i); none = 1:
+       all -1. Entries topk..stride-1 are INT32_MAX (padding, never read).
 */
 #ifndef DCPATTN_TEST_REF_H
 #define DCPATTN_TEST_REF_H
@@ -868,6 +873,20 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
     free(keys);
     free(s);
     return 0;
+}
+
+REF_FN void ref_sparse_ids(int32_t *ids, int64_t stride, int topk, int64_t L, int q_len, int i, int none,
+                           uint64_t *state) {
+    const int64_t p = L - q_len + i;
+    int j;
+    for (j = 0; j < topk; j++) {
+        const int u = (int)(ref_rand_u64(state) % 100);
+        if (none || u < 30) ids[j] = -1;
+        else if (u < 38) ids[j] = (int32_t)(L + (int64_t)(ref_rand_u64(state) % 50));
+        else if (u < 45 && j > 0) ids[j] = ids[ref_rand_u64(state) % (uint64_t)j];
+        else ids[j] = (int32_t)(p >= 0 ? (int64_t)(ref_rand_u64(state) % (uint64_t)(p + 1)) : 0);
+    }
+    for (j = topk; j < stride; j++) ids[j] = 0x7fffffff;
 }
 
 #endif /* DCPATTN_TEST_REF_H */

@@ -127,21 +127,6 @@ static void test_fp8ds(void) {
 }
 
 /* ---- the reference's DCP identity: merged shards == unsharded, sink on rank 0 ---- */
-static void make_ids(int32_t *ids, int64_t stride, int topk, int64_t L, int q_len, int i, int sparse_mode) {
-    int j;
-    for (j = 0; j < topk; j++) {
-        const int u = rnd(100);
-        const int64_t p = L - q_len + i;
-        int32_t g;
-        if (sparse_mode == 1 || u < 30) g = -1;                   /* none */
-        else if (u < 38) g = (int32_t)(L + rnd(50));             /* past the length */
-        else if (u < 45 && j > 0) g = ids[rnd(j)];               /* a repeat */
-        else g = (int32_t)(p >= 0 ? rnd((int)p + 1) : 0);         /* causal */
-        ids[j] = g;
-    }
-    for (j = topk; j < stride; j++) ids[j] = 0x7fffffff; /* padding: never read */
-}
-
 static void test_identity(void) {
     static const int worlds[] = {1, 2, 3, 8};
     int it;
@@ -172,7 +157,7 @@ static void test_identity(void) {
             kgc[b] = kg[b];
             for (i = 0; i < q_len[b]; i++) {
                 const int t = cu[b] + i;
-                make_ids(ids + t * stride, stride, topk, L[b], q_len[b], i, t == 1);
+                ref_sparse_ids(ids + t * stride, stride, topk, L[b], q_len[b], i, t == 1, &seed);
                 counts[t] = it % 2 ? rnd(topk + 20) - 5 : topk;
             }
         }
