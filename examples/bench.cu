@@ -15,6 +15,7 @@
 
    usage: bench [--json FILE] [--only CASE,...] [--iters N] [--seed N]
           cases: G1 G1P G1F G2 G2P G2F M1 M1P M2 M2P R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
+                 SP1 SP2 SP3 (sparse MLA)
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
                 q_len N of each case: one kernel for a profiler) */
@@ -911,6 +912,198 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     if (d_scales) CUDA_OK(cudaFree(d_scales));
 }
 
+/* ------------------------------------------------------------------ sparse MLA cases */
+
+/* B sequences of global length L, q_len query tokens each, Hq heads, top-k ids per token (all
+   valid and distinct, as an indexer's top-k of the L keys), the 656-byte FP8 cache or bf16, on
+   rank 0 of W with interleave I, pages of 64. Validated on the first and last sequence against
+   the CPU reference, then timed. FLOPs: 2 * Hq * (576 + 512) per kept id (the formula
+   2 * Hq * q_len * topk * 1088 per sequence when every id is kept, W = 1); bytes: the gathered
+   rows (once per block of 64 heads), q, out and lse. */
+struct sparse_case {
+    const char *id;
+    int order, B, hq, q_len, topk, fp8, W, I, L;
+};
+
+static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStream_t st) {
+    const int DQK = 576, DV = 512, PS = 64, B = c->B, T = c->B * c->q_len;
+    const int64_t local = ref_local_len(c->L, c->W, 0, c->I), pages = (local + PS - 1) / PS;
+    const int64_t row_el = c->fp8 ? REF_FP8DS_ROW : DQK, esz = c->fp8 ? 1 : 2;
+    const int64_t cache_bytes = (int64_t)B * pages * PS * row_el * esz;
+    uint64_t rng = g_seed ^ (uint64_t)c->order * 0x51ab5eull;
+    std::vector<uint8_t> cache((size_t)cache_bytes);
+    std::vector<int32_t> bt((size_t)(B * pages)), cu((size_t)B + 1), used((size_t)B, (int32_t)local),
+        glob((size_t)B, c->L), ids((size_t)T * c->topk), perm((size_t)c->L);
+    std::vector<uint16_t> q((size_t)T * c->hq * DQK), hout((size_t)T * c->hq * DV), hout2(hout.size());
+    std::vector<float> hlse((size_t)T * c->hq);
+    int64_t kept = 0;
+    row r{};
+    r.key = c->id;
+    r.caseid = c->id;
+    r.order = c->order;
+    r.q_len = c->q_len;
+    r.splits = 1;
+    r.us = r.us_min = r.us_max = r.gbps = r.tflops = r.pct_read = r.pct_gemm = NAN;
+    r.flops = NAN;
+    r.deterministic = -1;
+    r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
+    printf("\n== %s: sparse MLA B=%d Hq=%d q_len=%d topk=%d %s cache, L=%d, W=%d r=0 I=%d, page %d\n", c->id, B, c->hq,
+           c->q_len, c->topk, c->fp8 ? "FP8 656-byte" : "bf16", c->L, c->W, c->I, PS);
+    /* the cache: random rows (FP8: e4m3 bytes without NaN, scales 2^-6..2^-3, bf16 RoPE) */
+    for (int64_t n = 0; n < B * pages * PS; n++) {
+        uint8_t *row8 = cache.data() + n * row_el * esz;
+        if (c->fp8) {
+            for (int d = 0; d < 512; d++) {
+                uint8_t x = (uint8_t)ref_rand_u64(&rng);
+                row8[d] = (x & 0x7f) == 0x7f ? (uint8_t)(x ^ 1) : x;
+            }
+            for (int k = 0; k < 4; k++) {
+                const float sc = ldexpf(1.0f, -3 - (int)(ref_rand_u64(&rng) % 4));
+                memcpy(row8 + 512 + 4 * k, &sc, 4);
+            }
+            ref_fill_uniform((uint16_t *)(row8 + 528), 64, REF_BF16, 1.0, &rng);
+        } else {
+            ref_fill_uniform((uint16_t *)row8, DQK, REF_BF16, 1.0, &rng);
+        }
+    }
+    for (int64_t i = 0; i < B * pages; i++) bt[(size_t)i] = (int32_t)i;
+    for (int b = 0; b <= B; b++) cu[(size_t)b] = b * c->q_len;
+    for (int t = 0; t < T; t++) { /* a distinct top-k of the L positions (partial Fisher-Yates) */
+        for (int g = 0; g < c->L; g++) perm[(size_t)g] = g;
+        for (int j = 0; j < c->topk; j++) {
+            const int k = j + (int)(ref_rand_u64(&rng) % (uint64_t)(c->L - j));
+            std::swap(perm[(size_t)j], perm[(size_t)k]);
+            ids[(size_t)t * c->topk + j] = perm[(size_t)j];
+            kept += ref_owner(perm[(size_t)j], c->W, c->I) == 0;
+        }
+    }
+    ref_fill_uniform(q.data(), (int64_t)q.size(), REF_BF16, 3.0, &rng);
+
+    void *d_k = gpu_upload(cache.data(), (size_t)cache_bytes), *d_q = gpu_upload(q.data(), q.size() * 2);
+    int32_t *d_bt = (int32_t *)gpu_upload(bt.data(), bt.size() * 4), *d_cu = (int32_t *)gpu_upload(cu.data(), cu.size() * 4);
+    int32_t *d_used = (int32_t *)gpu_upload(used.data(), used.size() * 4);
+    int32_t *d_glob = (int32_t *)gpu_upload(glob.data(), glob.size() * 4), *d_ids = (int32_t *)gpu_upload(ids.data(), ids.size() * 4);
+    void *d_out = gpu_poisoned(hout.size() * 2, 0xff);
+    float *d_lse = (float *)gpu_poisoned(hlse.size() * 4, 0xff);
+    dcpattn_attn_desc d;
+    dcpattn_attn_args a;
+    dcpattn_attn_plan *plan;
+    memset(&d, 0, sizeof d);
+    d.kv_dtype = c->fp8 ? DCPATTN_FP8_DS_MLA : DCPATTN_DTYPE_DEFAULT;
+    d.num_q_heads = c->hq;
+    d.num_kv_heads = 1;
+    d.head_dim = DQK;
+    d.head_dim_v = DV;
+    d.page_size = PS;
+    d.dcp_world = c->W;
+    d.dcp_interleave = c->I;
+    d.max_batch = B;
+    d.max_q_len = c->q_len;
+    d.max_seqlen_k = (int)(pages * PS);
+    d.sparse_topk = c->topk;
+    DC_OK(dcpattn_attn_plan_create(ctx, &d, &plan));
+    r.variant = dcpattn_attn_variant(plan);
+    memset(&a, 0, sizeof a);
+    a.batch = B;
+    a.q = d_q;
+    a.k_cache = a.v_cache = d_k;
+    a.num_pages = B * pages;
+    a.block_table = d_bt;
+    a.block_table_stride = pages;
+    a.cu_seqlens_q = d_cu;
+    a.seqused_k = d_used;
+    a.seqused_k_global = d_glob;
+    a.out = d_out;
+    a.lse = d_lse;
+    a.topk_ids = d_ids;
+    auto fn = [&]() {
+        dcpattn_status s2 = dcpattn_attn_run(plan, &a, NULL, 0, st);
+        if (s2) die("%s: attn_run: %s: %s", c->id, dcpattn_status_string(s2), dcpattn_last_error());
+    };
+    fn();
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaGetLastError());
+    gpu_download(hout.data(), d_out, hout.size() * 2);
+    gpu_download(hlse.data(), d_lse, hlse.size() * 4);
+    { /* the reference on the first and the last sequence */
+        bool ok = true;
+        std::string eo_s, el_s;
+        for (int b : {0, B - 1}) {
+            const int64_t n_o = (int64_t)c->q_len * c->hq * DV, n_l = (int64_t)c->q_len * c->hq;
+            std::vector<double> ro((size_t)n_o), rl((size_t)n_l), bo((size_t)n_o), bl((size_t)n_l);
+            const int32_t cu1[2] = {0, c->q_len};
+            ref_attn_params p;
+            ref_sparse_inputs in;
+            memset(&p, 0, sizeof p);
+            p.hq = c->hq;
+            p.hkv = 1;
+            p.dqk = DQK;
+            p.dv = DV;
+            p.page_size = PS;
+            p.world = c->W;
+            p.interleave = c->I;
+            p.dtype = REF_BF16;
+            memset(&in, 0, sizeof in);
+            in.batch = 1;
+            in.q = q.data() + (size_t)b * c->q_len * c->hq * DQK;
+            in.cache = cache.data();
+            in.cache_type = c->fp8 ? REF_FP8DS : 0;
+            in.num_pages = B * pages;
+            in.block_table = bt.data() + (size_t)b * pages;
+            in.block_table_stride = pages;
+            in.cu_seqlens_q = cu1;
+            in.seqused_k = used.data() + b;
+            in.seqused_k_global = glob.data() + b;
+            in.ids = ids.data() + (size_t)b * c->q_len * c->topk;
+            in.topk = c->topk;
+            if (ref_sparse_attn(&p, &in, ro.data(), rl.data()) != 0) die("%s: reference: %s", c->id, ref_error());
+            p.emulate_lowp = 1;
+            if (ref_sparse_attn(&p, &in, bo.data(), bl.data()) != 0) die("%s: reference: %s", c->id, ref_error());
+            ref_err eo = ref_compare(ro.data(), hout.data() + (size_t)b * n_o, REF_BF16, n_o);
+            ref_err bb = ref_compare(ro.data(), bo.data(), REF_F64, n_o);
+            ref_err el = ref_compare(rl.data(), hlse.data() + (size_t)b * n_l, REF_FP32, n_l);
+            ok = ok && ref_err_within(&eo, &bb, OUT_ABS_FLOOR, OUT_REL_FLOOR) && ref_err_ok(&el, 2e-3, 1e-4);
+            eo_s = ref_err_str(&eo);
+            el_s = ref_err_str(&el);
+        }
+        r.err_out = eo_s;
+        r.err_lse = el_s;
+        r.status = ok ? "PASS" : "FAIL";
+        printf("%-6s %s  vs CPU reference (sequences 0 and %d)\n       out: %s\n       lse: %s\n", c->id,
+               ok ? "PASS" : "FAIL", B - 1, eo_s.c_str(), el_s.c_str());
+        if (!ok) {
+            g_failures++;
+            r.note = "validation failed: not timed";
+        }
+    }
+    if (r.status == "PASS") {
+        timing t = time_runs(fn, 3, g_iters, st);
+        r.bytes = (double)kept * (double)(row_el * esz) * (double)((c->hq + 63) / 64) + (double)q.size() * 2 +
+                  (double)hout.size() * 2 + (double)hlse.size() * 4 + (double)ids.size() * 4;
+        r.flops = 2.0 * c->hq * (double)(DQK + DV) * (double)kept;
+        r.us = t.med_us;
+        r.us_min = t.min_us;
+        r.us_max = t.max_us;
+        r.reps = t.reps;
+        r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
+        r.tflops = r.flops / (t.med_us * 1e-6) * 1e-12;
+        r.pct_read = 100.0 * r.gbps / g_read_gbps;
+        r.pct_gemm = 100.0 * r.tflops / g_gemm_tflops;
+        gpu_download(hout2.data(), d_out, hout2.size() * 2);
+        r.deterministic = memcmp(hout.data(), hout2.data(), hout.size() * 2) == 0;
+        if (!r.deterministic) printf("       WARNING: the output changed across runs (race?)\n");
+        printf("       %.1f us (min %.1f, max %.1f, %d runs), kept %.1f%% of the ids, %.0f GB/s = %.1f%% of read "
+               "ceiling, %.1f TFLOP/s = %.1f%% of GEMM\n",
+               r.us, r.us_min, r.us_max, r.reps, 100.0 * (double)kept / (double)ids.size(), r.gbps, r.pct_read,
+               r.tflops, r.pct_gemm);
+    }
+    fflush(stdout);
+    g_rows.push_back(r);
+    dcpattn_attn_plan_destroy(plan);
+    for (void *pp : {d_k, d_q, (void *)d_bt, (void *)d_cu, (void *)d_used, (void *)d_glob, (void *)d_ids, d_out, (void *)d_lse})
+        CUDA_OK(cudaFree(pp));
+}
+
 /* ------------------------------------------------------------------ merge cases */
 
 struct merge_case {
@@ -1605,6 +1798,13 @@ int main(int argc, char **argv) {
     /* MLA last: a kernel under construction that faults would take the CUDA context with it */
     for (const attn_case *c : {&M1, &M1P, &M2, &M2P, &S3, &S3P, &S3E, &S3M, &S3ME})
         if (wanted(only, c->id)) attn_case_run(ctx, c, st);
+    /* sparse MLA (top-k 2048 of 4096 keys per token, FP8 656-byte cache): SP1 compute-bound
+       (Hq 128), SP2 memory-bound (Hq 16), SP3 = SP1 on rank 0 of W = 4, I = 64 */
+    const sparse_case SP1 = {"SP1", 40, 128, 128, 2, 2048, 1, 1, 1, 4096};
+    const sparse_case SP2 = {"SP2", 41, 128, 16, 2, 2048, 1, 1, 1, 4096};
+    const sparse_case SP3 = {"SP3", 42, 128, 128, 2, 2048, 1, 4, 64, 4096};
+    for (const sparse_case *c : {&SP1, &SP2, &SP3})
+        if (wanted(only, c->id)) sparse_case_run(ctx, c, st);
     CUDA_OK(cudaStreamSynchronize(st));
     CUDA_OK(cudaStreamDestroy(st));
     dcpattn_context_destroy(ctx);
