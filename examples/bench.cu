@@ -949,7 +949,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
     printf("\n== %s: sparse MLA B=%d Hq=%d q_len=%d topk=%d %s cache, L=%d, W=%d r=0 I=%d, page %d\n", c->id, B, c->hq,
            c->q_len, c->topk, c->fp8 ? "FP8 656-byte" : "bf16", c->L, c->W, c->I, PS);
-    /* the cache: random rows (FP8: e4m3 bytes without NaN, scales 2^-6..2^-3, bf16 RoPE) */
+    /* the cache: random rows (FP8: e4m3 bytes without NaN, scales 2^-9..2^-7, bf16 RoPE) */
     for (int64_t n = 0; n < B * pages * PS; n++) {
         uint8_t *row8 = cache.data() + n * row_el * esz;
         if (c->fp8) {
@@ -958,7 +958,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
                 row8[d] = (x & 0x7f) == 0x7f ? (uint8_t)(x ^ 1) : x;
             }
             for (int k = 0; k < 4; k++) {
-                const float sc = ldexpf(1.0f, -3 - (int)(ref_rand_u64(&rng) % 4));
+                const float sc = ldexpf(1.0f, -7 - (int)(ref_rand_u64(&rng) % 3)); /* values up to 448 / 128 */
                 memcpy(row8 + 512 + 4 * k, &sc, 4);
             }
             ref_fill_uniform((uint16_t *)(row8 + 528), 64, REF_BF16, 1.0, &rng);

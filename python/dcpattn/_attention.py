@@ -189,7 +189,7 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
         else:
             lse, lse_st, lse_sh = softmax_lse, lst[1], lst[0]
     values = (batch, qp, qst[0], qst[1], kp, kst[0], kst[1], kst[2], vp, vst[0], vst[1], vst[2], num_pages,
-              bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, 0, 0)
+              bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, 0, 0, 0, 0, 0, 0)
     plan = plans.get(key)
     if plan is None:
         plan = _new_plan(key, values, q)

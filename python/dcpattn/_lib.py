@@ -47,7 +47,8 @@ class AttnDesc(Structure):
                 ("head_dim_v", c_int), ("page_size", c_int), ("non_causal", c_int), ("softmax_scale", c_float),
                 ("dcp_world", c_int), ("dcp_rank", c_int), ("dcp_interleave", c_int), ("lse_base2", c_int),
                 ("max_batch", c_int), ("max_q_len", c_int), ("max_total_q", c_int), ("max_seqlen_k", c_int),
-                ("num_splits", c_int), ("num_sms", c_int), ("kv_dtype", c_int), ("kv_scale_per_head", c_int)]
+                ("num_splits", c_int), ("num_sms", c_int), ("kv_dtype", c_int), ("kv_scale_per_head", c_int),
+                ("sparse_topk", c_int)]
 
 
 class AttnArgs(Structure):
@@ -59,7 +60,8 @@ class AttnArgs(Structure):
                 ("cu_seqlens_q", c_void_p), ("seqused_k", c_void_p), ("seqused_k_global", c_void_p),
                 ("out", c_void_p), ("out_stride_t", c_int64), ("out_stride_h", c_int64),
                 ("lse", c_void_p), ("lse_stride_t", c_int64), ("lse_stride_h", c_int64),
-                ("k_scale", c_void_p), ("v_scale", c_void_p)]
+                ("k_scale", c_void_p), ("v_scale", c_void_p),
+                ("topk_ids", c_void_p), ("topk_ids_stride", c_int64), ("topk_count", c_void_p), ("sinks", c_void_p)]
 
 
 class MergeArgs(Structure):
