@@ -80,6 +80,12 @@ template <class T> __device__ __forceinline__ void e4m3x4_to(unsigned w, unsigne
     p01 = e4m3x2_place<T>(prmt(w, 0u, 0x1404u));  // bytes 0, 1 -> bytes 1, 3
     p23 = e4m3x2_place<T>(prmt(w, 0u, 0x3424u));  // bytes 2, 3 -> bytes 1, 3
 }
+// The same, pairing bytes (b0, b2) and (b1, b3): the two 16-bit halves of an ldmatrix.trans
+// register of e4m3 bytes are two keys x two channels, and an mma operand pairs the keys.
+template <class T> __device__ __forceinline__ void e4m3x4_split(unsigned w, unsigned &p02, unsigned &p13) {
+    p02 = e4m3x2_place<T>(prmt(w, 0u, 0x2404u));  // bytes 0, 2 -> bytes 1, 3
+    p13 = e4m3x2_place<T>(prmt(w, 0u, 0x3414u));  // bytes 1, 3 -> bytes 1, 3
+}
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }

@@ -38,17 +38,22 @@
 // The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
 // accumulators, one per warp), so everything between the MMAs is one code.
 //
-// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache) into
-// unswizzled stages; after tile t has landed, the CTA converts its K and V into one T tile
-// each (convert_tile: exact, see common.cuh), with the layout the 16-bit path gathers into,
-// and everything after is the 16-bit code. k_scale joins the softmax scale, v_scale
-// multiplies O before the epilogue; both are read from device memory by the kernel.
+// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache).
+// On the mma.sync path (FRAG8) the stages are swizzled like T rows and the fragments are read
+// from them directly: 8-byte loads for K (in a channel order that Q's fragments share, see
+// q_frag8) and ldmatrix.trans for V (O's columns then come out permuted and are put back
+// once, frag8_unpermute), each byte pair turned into two T values in registers (e4m3x4_to:
+// exact, see common.cuh). Shared memory then carries one byte per element, which a decode
+// step at twice the tokens per second needs. Elsewhere (the wgmma path, whose operands come
+// from shared memory in T, and head dim 96, whose 96-byte rows the swizzle does not fit) each
+// landed K and V tile is converted into one T tile (convert_tile) for the 16-bit code. k_scale joins the softmax scale, v_scale multiplies O before the epilogue;
+// both are read from device memory by the kernel.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
 // (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.) FP8 cache:
-//     STAGES*KV_TILE*2*HEAD_DIM + KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024)
-// (Q tile, the converted K and V tiles, STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
+//     STAGES*KV_TILE*2*HEAD_DIM + M_TILE*HEAD_DIM*2 (+ KV_TILE*2*HEAD_DIM*2 + 1024 on the wgmma path)
+// (Q tile, [the converted K and V tiles,] STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
 // of 8 elements, of 16 for an e4m3 cache (the host validates this).
@@ -84,16 +89,22 @@ struct GqaTraits {
     static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile of T
-    // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes, unswizzled) and
-    // each iteration converts one K and one V tile into the T tiles at SMEM_K and SMEM_V.
+    // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes). FRAG8: they
+    // are swizzled like T rows and read straight into mma.sync fragments; else (the wgmma path,
+    // or rows the swizzle does not fit) each iteration converts one K and one V tile into the
+    // T tiles at SMEM_K and SMEM_V. The generator decides the same (gen/dcpattn/gqa.lua; the
+    // instance checks that both agree on the shared memory).
     static constexpr bool FP8 = sizeof(KV_T) == 1;
     static constexpr int KV_BYTES = sizeof(KV_T);
     static constexpr int G_CHUNKS = D * KV_BYTES / 16;  // 16-byte chunks per cache row
     static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
+    static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
+                                  WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
+    static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // T tiles per operand
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;
-    static constexpr int SMEM_V = SMEM_K + (FP8 ? 1 : STAGES) * TILE_BYTES;
-    static constexpr int SMEM_GK = FP8 ? SMEM_V + TILE_BYTES : SMEM_K;
+    static constexpr int SMEM_V = SMEM_K + T_TILES * TILE_BYTES;
+    static constexpr int SMEM_GK = FP8 ? SMEM_V + T_TILES * TILE_BYTES : SMEM_K;
     static constexpr int SMEM_GV = FP8 ? SMEM_GK + STAGES * G_TILE_BYTES : SMEM_V;
     static constexpr int SMEM_BYTES = SMEM_GV + STAGES * G_TILE_BYTES;
     static constexpr int WROWS = 32 / G_CHUNKS;  // token rows one warp copies per pass
@@ -140,6 +151,59 @@ template <int CHUNKS> __device__ __forceinline__ int chunk_xor(int row) {
 template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r, int c) {
     if constexpr (Tr::WG) return (c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
     else return r * Tr::ROW_BYTES + ((c ^ chunk_xor<Tr::CHUNKS>(r)) << 4);
+}
+
+// Byte offset of 16-byte chunk c of row r in a stage of the gather: T rows as tile_off; e4m3
+// rows of D bytes swizzled the same way where fragments are read from them (FRAG8), plain
+// where the tile is converted first.
+template <class Tr> __device__ __forceinline__ unsigned g_off(int r, int c) {
+    if constexpr (Tr::FRAG8) return r * Tr::D + ((c ^ chunk_xor<Tr::G_CHUNKS>(r)) << 4);
+    else if constexpr (Tr::FP8) return r * Tr::D + c * 16;
+    else return tile_off<Tr, Tr::KV_TILE>(r, c);
+}
+
+// FRAG8 fragments. mma.sync's k16 operands pair channels (2c, 2c+1) and (2c+8, 2c+9) of a
+// lane c = lane % 4, which in an e4m3 row are bytes apart. Scores do not depend on the order of
+// the channels, so QK^T takes them in another order, the same for Q and K: in each block of 32
+// channels, lane c's 8 bytes 8c .. 8c+7 are its k16 steps 2*blk (bytes 0-3: b0 then b1) and
+// 2*blk + 1 (bytes 4-7): one 8-byte load per key row and block, and a 16-byte Q row piece.
+// Q's A fragments of steps 2*blk and 2*blk + 1, rows r and r + 8 of the Q tile, in that order:
+template <class Tr>
+__device__ __forceinline__ void q_frag8(unsigned sQ, int r, int blk, int c, unsigned (&a0)[4], unsigned (&a1)[4]) {
+    unsigned lo[4], hi[4];
+    const unsigned pl = sQ + tile_off<Tr, Tr::M_TILE>(r, 4 * blk + c), ph = sQ + tile_off<Tr, Tr::M_TILE>(r + 8, 4 * blk + c);
+    ld_shared_u2(pl, lo[0], lo[1]);
+    ld_shared_u2(pl + 8, lo[2], lo[3]);
+    ld_shared_u2(ph, hi[0], hi[1]);
+    ld_shared_u2(ph + 8, hi[2], hi[3]);
+    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
+    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+}
+// PV's V operand pairs keys, one channel per n index: ldmatrix.trans over e4m3 rows read as
+// 16-bit units gives a lane keys (2c, 2c+1) x channels (2u, 2u+1) of a 16-channel chunk, split
+// by e4m3x4_split into an operand for the even channels and one for the odd ones. So O's n8
+// block 2u holds the even channels of 16-channel group u and block 2u + 1 the odd ones (lane
+// c: channels 4c, 4c+2 and 4c+1, 4c+3); this puts them back where the 16-bit path has them
+// (lane c: 2c, 2c+1 in block 2u and 8+2c, 9+2c in block 2u + 1), by shuffles inside the quad.
+template <int D> __device__ __forceinline__ void frag8_unpermute(float (&o)[D / 8][4], int lane) {
+    const int src = (lane & ~3) | ((lane & 3) >> 1);  // holder of 2c, 2c+1; + 2: of 8+2c, 9+2c
+    const bool odd = lane & 1;
+#pragma unroll
+    for (int u = 0; u < D / 16; ++u) {
+#pragma unroll
+        for (int h = 0; h < 4; h += 2) {  // row lo, row hi
+            const float c0 = o[2 * u][h], c1 = o[2 * u + 1][h], c2 = o[2 * u][h + 1], c3 = o[2 * u + 1][h + 1];
+            float t[4];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const float x0 = __shfl_sync(0xffffffffu, c0, src + 2 * k), x2 = __shfl_sync(0xffffffffu, c2, src + 2 * k);
+                const float x1 = __shfl_sync(0xffffffffu, c1, src + 2 * k), x3 = __shfl_sync(0xffffffffu, c3, src + 2 * k);
+                t[2 * k] = odd ? x2 : x0;
+                t[2 * k + 1] = odd ? x3 : x1;
+            }
+            o[2 * u][h] = t[0], o[2 * u][h + 1] = t[1], o[2 * u + 1][h] = t[2], o[2 * u + 1][h + 1] = t[3];
+        }
+    }
 }
 
 // FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the T tile at t
@@ -257,7 +321,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
             const bool ok = ts + tk < cta_hi;
             const unsigned so =
-                stage * Tr::G_TILE_BYTES + (Tr::FP8 ? tk * D + ld_c * 16 : tile_off<Tr, KV_TILE>(tk, ld_c));
+                stage * Tr::G_TILE_BYTES + g_off<Tr>(tk, ld_c);
             cp_async16_or_zero(sGK + so, kb + jko, ok);
             cp_async16_or_zero(sGV + so, vb + jvo, ok);
         }
@@ -315,10 +379,19 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     if constexpr (Tr::WG) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + q_hi), qf[kk]);
+    } else if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
+#pragma unroll
+        for (int blk = 0; blk < D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
     } else if constexpr (Tr::Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz(qa, kk), qf[kk]);
     }
+    // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
+    // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
+    const unsigned k8_row = sGK + (wn * NW + g) * D + (q4 & 1) * 8;
+    const int k8_x = chunk_xor<Tr::G_CHUNKS>(g);
+    const unsigned v8_row = sGV + (wn * NW + (lane & 15)) * D;
+    const int v8_x = chunk_xor<Tr::G_CHUNKS>(lane & 7);
     // wgmma operand descriptors of stage 0: K (K-major) and V (MN-major), 64-channel blocks
     constexpr unsigned KV_BLOCK = KV_TILE * 128;
     const unsigned long long dk0 = sw128_desc(sK, 16, 1024), dv0 = sw128_desc(sV, KV_BLOCK, 1024);
@@ -333,7 +406,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             cp_async_commit();
             fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
         }
-        if constexpr (Tr::FP8) {
+        if constexpr (Tr::FP8 && !Tr::FRAG8) {
             convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
             convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
             if constexpr (Tr::WG) fence_proxy_async();  // the converted tiles -> visible to wgmma
@@ -342,7 +415,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
 
         const int ts = kv_begin + t * KV_TILE;
-        const unsigned stage_off = Tr::FP8 ? 0u : (t % STAGES) * Tr::TILE_BYTES;
+        const unsigned stage_off = Tr::FP8 && !Tr::FRAG8 ? 0u : (t % STAGES) * Tr::G_TILE_BYTES;
 
         // S = Q K^T for this warp's 16 rows x NW keys
         float s[NW / 8][4];
@@ -358,6 +431,27 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             wgmma_commit();
             wgmma_wait0();
             fence_regs(sf);
+        } else if constexpr (Tr::FRAG8) {
+#pragma unroll
+            for (int blk = 0; blk < D / 32; ++blk) {
+                unsigned a0[4], a1[4];
+                if constexpr (Tr::Q_IN_REGS) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) a0[i] = qf[2 * blk][i], a1[i] = qf[2 * blk + 1][i];
+                } else {
+                    q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, a0, a1);
+                }
+                const unsigned kb8 = k8_row + stage_off + (((2 * blk + (q4 >> 1)) ^ k8_x) << 4);
+#pragma unroll
+                for (int n = 0; n < NW / 8; ++n) {
+                    unsigned w0, w1, b[4];
+                    ld_shared_u2(kb8 + n * 8 * D, w0, w1);
+                    e4m3x4_to<T>(w0, b[0], b[1]);
+                    e4m3x4_to<T>(w1, b[2], b[3]);
+                    mma16816<T>(s[n], a0, b[0], b[1]);
+                    mma16816<T>(s[n], a1, b[2], b[3]);
+                }
+            }
         } else
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
@@ -455,15 +549,32 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
             a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
             a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            if constexpr (Tr::FRAG8) {
 #pragma unroll
-            for (int dd = 0; dd < D / 16; ++dd) {
-                unsigned vf[4];
-                ldsm_x4_trans(swz(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
-                mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
-                mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
+                for (int j = 0; j < D / 32; ++j) {
+                    unsigned vf[4], e0, o0, e1, o1;
+                    ldsm_x4_trans(v8_row + stage_off + kk * 16 * D + (((2 * j + (lane >> 4)) ^ v8_x) << 4), vf);
+                    e4m3x4_split<T>(vf[0], e0, o0);
+                    e4m3x4_split<T>(vf[1], e1, o1);
+                    mma16816<T>(o[4 * j], a, e0, e1);
+                    mma16816<T>(o[4 * j + 1], a, o0, o1);
+                    e4m3x4_split<T>(vf[2], e0, o0);
+                    e4m3x4_split<T>(vf[3], e1, o1);
+                    mma16816<T>(o[4 * j + 2], a, e0, e1);
+                    mma16816<T>(o[4 * j + 3], a, o0, o1);
+                }
+            } else {
+#pragma unroll
+                for (int dd = 0; dd < D / 16; ++dd) {
+                    unsigned vf[4];
+                    ldsm_x4_trans(swz(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
+                    mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
+                    mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
+                }
             }
         }
     }
+    if constexpr (Tr::FRAG8) frag8_unpermute<D>(o, lane);
 
     // ---- epilogue: merge the partial states of each row, write ----
     // The wgmma path (one warp column) without a cluster: each thread writes its rows' fragments.

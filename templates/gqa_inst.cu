@@ -3,6 +3,7 @@
 #include "gqa.cuh"
 
 using ${NAME}_traits = dcpattn::GqaTraits<${T}, ${KV_T}, ${HEAD_DIM}, ${GROUP}, ${M_TILE}, ${KV_TILE}, ${STAGES}, ${THREADS}, ${WGMMA}>;
+static_assert(${NAME}_traits::SMEM_BYTES + (${WGMMA} ? 1024 : 0) == ${SMEM}, "GQA shared memory");
 
 // the balanced schedule (p.workers > 0): a kernel of its own, so that each keeps its registers
 // (defined first: ptxas then reports the other first, whose figures the library records)

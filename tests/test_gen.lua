@@ -435,7 +435,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local fake = {
         ["templates/merge_inst.cu"] = "#include \"dcpattn_abi.h\"\n${NAME} ${IN_T} ${OUT_T} ${THREADS} ${ITEMS}\n",
         ["templates/gqa_inst.cu"] = "#include \"dcpattn_abi.h\"\n"
-            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA}\n",
+            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA} ${SMEM}\n",
     }
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
@@ -446,7 +446,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false\n", 1, true),
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false 102400\n", 1, true),
             "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
@@ -457,19 +457,25 @@ do -- families through dcpattn.render, on fake instance templates that use every
         "gqa d256 m64 meta")
     -- the wgmma tile (M64, D 128): bound true, three stages, 1024 bytes of alignment slack
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true 115712\n", 1, true)
         and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
-    -- FP8 cache: e4m3 stages (1 byte per element) and one converted bf16 K and V tile
+    -- FP8 cache on the wgmma tile: e4m3 stages (1 byte per element) and one converted bf16 K
+    -- and V tile; on mma.sync tiles the fragments come from the e4m3 stages, nothing converted
     src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 128 64 3 true\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 128 64 3 true 99328\n", 1, true)
         and meta.smem == 3 * 64 * 256 + 64 * 256 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3",
         "gqa FP8 bindings and smem %s", tostring(meta and meta.smem))
+    src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m16", { read = read, abi = ABI })
+    check(src and meta.smem == 3 * 64 * 256 + 16 * 128 * 2, "gqa FP8 mma.sync smem %s", tostring(meta and meta.smem))
+    src, meta = dcpattn.render("gqa_bf16_kve4m3_d96_g8_m16", { read = read, abi = ABI })
+    check(src and meta.smem == 3 * 64 * 192 + 64 * 192 * 2 + 16 * 96 * 2, "gqa FP8 d96 (converted) smem %s",
+        tostring(meta and meta.smem))
     -- a spec table works as well as a name
     src, meta = dcpattn.render({ family = "merge", in_dtype = "bf16", out_dtype = "bf16" }, { read = read, abi = ABI })
     check(src and meta.kernel == "merge_bf16_bf16", "render a spec table")
 
     -- an instance template that forgets a binding
-    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE}\n"
+    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${WGMMA} ${SMEM}\n"
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m16", { read = read, abi = ABI })
     check(not src and is_error(meta, "templates/gqa_inst.cu:1") and find(meta, "STAGES", 1, true),
         "unused binding through render: %s", tostring(meta))

@@ -41,13 +41,17 @@ local HEAD_DIMS = {
 -- 4.33 TB/s against 3.77 with two, G1 q_len 1 without splits), else two.
 -- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
 -- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack.
-local function wgmma_path(m, d) return m == 64 and d == 128 end
+-- An e4m3 cache takes the wgmma tile too (FP8_WGMMA), converted in shared memory first.
+local FP8_WGMMA = true
+local function wgmma_path(m, d, kv_dtype)
+    return m == 64 and d == 128 and (FP8_WGMMA or kv_dtype ~= "e4m3")
+end
 -- Query rows from which the wgmma tile serves a KV head on sm_90+ even when a smaller
 -- mma.sync tile would hold them (measured on the H200: G1 at q_len 4, 32 rows, see
 -- docs/performance.md).
 local WGMMA_FROM_ROWS = 17
-local function stages_for(m, d)
-    if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
+local function stages_for(m, d, kv_dtype)
+    if (m == 16 and d <= 128) or wgmma_path(m, d, kv_dtype) then return 3 end
     return 2
 end
 -- Most split-KV CTAs of one row tile that the kernel merges inside a thread-block cluster
@@ -62,7 +66,7 @@ local KV_DTYPES = { "bf16", "fp16", "e4m3" } -- a 16-bit cache must be of the qu
 local DEFAULT_DTYPES = { "bf16" }
 local DEFAULT_GROUPS = { 1, 4, 8, 16 }
 local DEFAULT_M_TILES = { 16, 64 }
-local DEFAULT_FP8 = { dtype = "bf16", head_dim = 128, group = 8, m_tiles = { 16, 64 } }
+local DEFAULT_FP8 = { dtype = "bf16", head_dim = 128, group = 8, m_tiles = { 16, 32, 64 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -72,8 +76,8 @@ M.max_group = MAX_GROUP
 
 -- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles);
 -- on sm_90+ (`arch` >= 90) the wgmma tile from WGMMA_FROM_ROWS rows on, where it exists.
-function M.m_tile_for(rows, head_dim, arch)
-    if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim) then return 64 end
+function M.m_tile_for(rows, head_dim, arch, kv_dtype)
+    if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim, kv_dtype) then return 64 end
     return util.tile_for(M_TILES, rows)
 end
 
@@ -115,14 +119,23 @@ local function traits(spec)
     local esize, kvsize = types.info[spec.dtype].size, types.info[spec.kv_dtype].size
     local d, m = spec.head_dim, spec.m_tile
     local kv_tile = HEAD_DIMS[d].kv_tile
-    local stages, wgmma = stages_for(m, d), wgmma_path(m, d)
+    local stages, wgmma = stages_for(m, d, spec.kv_dtype), wgmma_path(m, d, spec.kv_dtype)
+    local threads = d <= 128 and M_TILES[m].threads or M_TILES[m].wide_threads
+    -- An FP8 cache is read from shared memory straight into mma.sync fragments (templates/
+    -- gqa.cuh, GqaTraits::FRAG8) where rows of d bytes take the ldmatrix swizzle and the
+    -- epilogue's partial O tiles fit in the e4m3 stages; else (wgmma) it is converted first.
+    local warps_n = threads // 32 // (m // 16)
+    local g_chunks = d // 16
+    local frag8 = kvsize == 1 and not wgmma and (g_chunks % 8 == 0 or g_chunks % 8 == 4)
+        and warps_n * m * d * 4 <= 2 * stages * kv_tile * d
     -- K and V tiles for every stage as they come from the cache, plus the Q tile (+ alignment
-    -- slack for the wgmma tiles); an FP8 cache adds the one K and one V tile it is converted into.
+    -- slack for the wgmma tiles); an FP8 cache converted in shared memory adds the one K and
+    -- one V tile it is converted into.
     local smem = stages * kv_tile * (2 * d) * kvsize + m * d * esize + (wgmma and 1024 or 0)
-    if kvsize ~= esize then smem = smem + kv_tile * (2 * d) * esize end
+    if kvsize ~= esize and not frag8 then smem = smem + kv_tile * (2 * d) * esize end
     return {
         wgmma = wgmma,
-        threads = d <= 128 and M_TILES[m].threads or M_TILES[m].wide_threads,
+        threads = threads,
         kv_tile = kv_tile,
         stages = stages,
         smem = smem,
@@ -139,6 +152,7 @@ function M.bindings(spec, name)
         KV_TILE = t.kv_tile,
         STAGES = t.stages,
         WGMMA = t.wgmma and "true" or "false",
+        SMEM = t.smem,
     })
 end
 
