@@ -1,0 +1,70 @@
+"""The host cost of flash_attn_varlen_func on the CPU, with no GPU: python3 python/tests/bench_overhead.py
+
+The call is examples/vllm_style_decode.py's rank 0 (GQA, 32 query and 8 KV heads of 128,
+pages of 16, batch 16, W = 4, out and softmax_lse given), over faketorch tensors (PyTorch's
+accessors, written in Python: about as cheap as PyTorch's own), with the plan's run a no-op
+C function (offline.py). Printed: microseconds per call, the median of --reps runs of --n
+calls: the call, the no-op alone, and their difference, the package's own work; then the
+same for arrays seen only through DLPack (every call takes the general path). Needs
+build/libdcpattn.so (`make`) for the host checks a new plan makes once."""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(HERE), HERE]
+if not os.environ.get("DCPATTN_LIBRARY") and os.path.isfile(os.path.join(HERE, "..", "..", "build", "libdcpattn.so")):
+    os.environ["DCPATTN_LIBRARY"] = os.path.join(HERE, "..", "..", "build", "libdcpattn.so")
+
+import dcpattn  # noqa: E402
+import faketorch  # noqa: E402
+from fakes import DL  # noqa: E402
+from offline import NOOP, offline  # noqa: E402
+
+
+def per_call(fn, n, reps):
+    """Median over reps runs of microseconds per call of fn, n calls a run."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        times.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(times)
+
+
+def decode_call(make, bf16, i32, f32):
+    B, hq, hkv, d, page, pages, width = 16, 32, 8, 128, 16, 1200, 128
+    return dict(q=make((B, hq, d), bf16), k_cache=make((pages, page, hkv, d), bf16),
+                v_cache=make((pages, page, hkv, d), bf16), cu_seqlens_q=make((B + 1,), i32),
+                seqused_k=make((B,), i32), block_table=make((B, width), i32), max_seqlen_q=1, max_seqlen_k=1500,
+                return_softmax_lse=True, cp_world_size=4, cp_rank=0, cp_tot_seqused_k=make((B,), i32),
+                cp_kv_cache_interleave_size=1, out=make((B, hq, d), bf16), softmax_lse=make((hq, B), f32))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="calls per run")
+    ap.add_argument("--reps", type=int, default=31, help="runs (the median is printed)")
+    a = ap.parse_args()
+    f = dcpattn.flash_attn_varlen_func
+    t_noop = per_call(lambda: NOOP(0, 0, 0, 0, faketorch.STREAM), a.n, a.reps)
+    torch = faketorch.module()
+    with offline(torch=torch):
+        c = decode_call(faketorch.Tensor, torch.bfloat16, torch.int32, torch.float32)
+        f(**c)
+        t = per_call(lambda: f(**c), a.n, a.reps)
+    print("PyTorch tensors (faketorch): %.2f us per call, no-op launch %.2f us: the package's own work %.2f us"
+          % (t, t_noop, t - t_noop))
+    with offline():
+        c = decode_call(DL, "bfloat16", "int32", "float32")
+        f(**c)
+        t = per_call(lambda: f(**c), a.n // 4, a.reps)
+    print("DLPack arrays (the general path): %.2f us per call: the package's own work %.2f us" % (t, t - t_noop))
+
+
+if __name__ == "__main__":
+    main()
