@@ -363,12 +363,23 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                  stream when torch is imported, else the default stream
     softmax_lse  float32 [num_heads, total_q] to write the LSE into when
                  return_softmax_lse (allocated when None)
+    kv_cache_dtype  "auto": the cache has q's type, or is float8_e4m3fn; "fp8" / "fp8_e4m3":
+                 an e4m3 cache given as float8_e4m3fn or as uint8 bytes (GQA only: MLA has
+                 no FP8 cache). K = e4m3 value * k_scale, V = e4m3 value * v_scale
+    k_scale, v_scale  an FP8 cache's scales: device float32 arrays of shape [] or [1] (one
+                 scale) or [num_kv_heads] (one per KV head, both or neither), read by the
+                 kernel when it runs (a captured graph replays with their values then);
+                 ignored with a 16-bit cache
 
     Returns out, or (out, softmax_lse) with softmax_lse float32 [num_heads, total_q] (natural
     log; a row that sees no key has out 0 and lse -inf). The other keyword arguments are
     vLLM's: accepted at their neutral values; scheduler_metadata, fa_version and
-    deterministic are ignored, and so are q/k/v_descale, which FlashAttention-3 applies only
-    to FP8 inputs.
+    deterministic are ignored, and so are q/k/v_descale with a 16-bit cache (with an FP8
+    one they are an error: the scales are k_scale and v_scale).
+
+    After one call of PyTorch tensors, a call with the same shapes, strides, dtypes, devices
+    and scalar arguments (and max_seqlen_k within the same plan bound) reads only those and
+    the data pointers before its launch: a few microseconds of Python.
     """
     if k is not None or v is not None:
         if k_cache is not None or v_cache is not None:

@@ -73,11 +73,12 @@ class DL:
 
 
 def attention_inputs(make=DL, dtype="bfloat16", total_q=6, hq=8, hkv=2, d=128, dv=None, pages=12, page=16, batch=2,
-                     max_pages=4):
+                     max_pages=4, **change):
     """Well-formed flash_attn_varlen_func arguments (as keyword arguments) of fake arrays."""
     dv = dv or d
     kw = dict(q=make((total_q, hq, d), dtype), k_cache=make((pages, page, hkv, d), dtype),
               v_cache=make((pages, page, hkv, dv), dtype), cu_seqlens_q=make((batch + 1,), "int32"),
               seqused_k=make((batch,), "int32"), block_table=make((batch, max_pages), "int32"),
               max_seqlen_q=3, max_seqlen_k=50)
+    kw.update(change)
     return kw
