@@ -12,6 +12,7 @@ library at each run."""
 
 import functools
 import sys
+import threading
 from ctypes import byref, c_void_p
 
 from . import _arrays, _cuda, _lib
@@ -118,18 +119,34 @@ def _new_plan(key, values, like):
     return plan
 
 
+_local = threading.local()
+
+
+def _thread_block():
+    """This thread's argument block and its address, and its current-context word and
+    address, in one lookup."""
+    _local.block = thread_buffer(AttnArgs) + _cuda.current_word()
+    return _local.block
+
+
 def _issue(plan, values, stream, producers=None):
     """Packs values into this thread's argument block and runs the plan on stream, with the
-    plan's context current (after the producer streams, if any)."""
-    pushed = _cuda.enter(plan.cu_ctx)
+    plan's context current (after the producer streams, if any). The steady state's whole
+    launch: _cuda.enter and leave are written out here."""
+    try:
+        buf, addr, cur, cur_addr = _local.block
+    except AttributeError:
+        buf, addr, cur, cur_addr = _thread_block()
+    _cuda._drv.getcur(cur_addr)
+    pushed = cur.value != plan.cu_ctx and _cuda.push(plan.cu_ctx)
     try:
         if producers:
             order_after(plan.dev, stream, producers)
-        buf, addr = thread_buffer(AttnArgs)
         _pack(buf, 0, *values)
         s = plan.run(plan.handle, addr, plan.ws, plan.ws_bytes, stream)
     finally:
-        _cuda.leave(pushed)
+        if pushed:
+            _cuda.leave(True)
     if s:
         _lib.get().check(s, "dcpattn_attn_run")
 
@@ -187,7 +204,7 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     """Every check of flash_attn_varlen_func, the plan lookup and the outputs' allocation:
     all but the launch. Returns (plan, argument values, stream, out, lse, producer streams,
     keepalive, (lo, hi) of the max_seqlen_k values the plan serves, MLA with V given as a
-    view of K) for launch()."""
+    view of K, an FP8 cache) for launch()."""
     if k_cache is None or cu_seqlens_q is None or seqused_k is None or block_table is None \
             or max_seqlen_q is None or max_seqlen_k is None:
         missing = [n for n, v in (("k_cache", k_cache), ("cu_seqlens_q", cu_seqlens_q), ("seqused_k", seqused_k),
@@ -303,7 +320,7 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     # DLPack capsules: alive until the launch is issued
     keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep, kskeep, vskeep) if (
         qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep or kskeep or vskeep) else None
-    return (plan, values, strm, out, lse, producers, keep, bound_range(mk, cap), mla_view)
+    return (plan, values, strm, out, lse, producers, keep, bound_range(mk, cap), mla_view, fp8)
 
 
 _UNSUPPORTED = (
@@ -459,14 +476,13 @@ def _remember(sig, p, q, new_out, new_lse):
     """Makes a signature that passed the general path take the steady-state path: its plan,
     the values of the argument block that are not pointers, and how to allocate the outputs
     it was not given."""
-    plan, values, _, out, lse, _, _, (lo, hi), mla_view = p
+    plan, v, _, out, lse, _, _, (lo, hi), mla_view, fp8 = p
     t = sys.modules["torch"]
-    v = values
     e = (lo, hi, plan, q.get_device(), _arrays.torch_stream(),
          functools.partial(t.empty, tuple(out.shape), dtype=out.dtype, device=out.device) if new_out else None,
          functools.partial(t.empty, tuple(lse.shape), dtype=lse.dtype, device=lse.device) if new_lse else None,
-         mla_view, bool(v[24]), v[0], v[2], v[3], v[5], v[6], v[7], v[9], v[10], v[11], v[12], v[14], v[19], v[20],
-         v[22], v[23])
+         mla_view, fp8, v[0], v[2], v[3], v[5], v[6], v[7], v[9], v[10], v[11], v[12], v[14], v[19], v[20], v[22],
+         v[23])
     if len(calls) >= _MAX_CALLS:
         calls.clear()
     calls[sig] = e

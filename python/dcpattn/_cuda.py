@@ -71,24 +71,28 @@ def primary_context(index):
 _local = threading.local()
 
 
-def _current_word():
-    w = c_void_p()
-    _local.word = (w, ctypes.addressof(w))
-    return _local.word
+def current_word():
+    """This thread's word for cuCtxGetCurrent and its address: `_drv.getcur(address)` puts
+    the current context in word.value (a thread's own, as another thread may run between the
+    call and the read)."""
+    try:
+        return _local.word
+    except AttributeError:
+        w = c_void_p()
+        _local.word = (w, ctypes.addressof(w))
+        return _local.word
+
+
+def push(cu_ctx):
+    _drv.check(_drv.cuCtxPushCurrent_v2(cu_ctx), "cuCtxPushCurrent")
+    return True
 
 
 def enter(cu_ctx):
     """Makes cu_ctx current unless it is; True when it was pushed (leave() pops it)."""
-    try:
-        cur, addr = _local.word  # this thread's: another thread may run between the call and the read
-    except AttributeError:
-        cur, addr = _current_word()
-    d = _drv
-    d.getcur(addr)
-    if cur.value == cu_ctx:
-        return False
-    d.check(d.cuCtxPushCurrent_v2(cu_ctx), "cuCtxPushCurrent")
-    return True
+    cur, addr = current_word()
+    _drv.getcur(addr)
+    return cur.value != cu_ctx and push(cu_ctx)
 
 
 def leave(pushed):

@@ -62,6 +62,7 @@ def offline(run=NOOP, torch=None):
     saved = [(m, name, getattr(m, name)) for m, name in saved]
     had_torch, old_torch = "torch" in sys.modules, sys.modules.get("torch")
     _attention.make_plan, _attention.plans, _attention.calls, _cuda._drv = make_plan, {}, {}, _Driver()
+    _cuda.current_word()[0].value = None  # what a real driver may have left in this thread's word
     if torch is not None:
         sys.modules["torch"] = torch
         _arrays.tensor_type, _arrays._torch_dtypes, _arrays._raw_stream = None, {}, None
