@@ -429,9 +429,12 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                     cp_tot_seqused_k.dtype, cp_tot_seqused_k.get_device()),
                    out is None or (out.shape, out.is_contiguous() or out.stride(), out.dtype, out.get_device()),
                    softmax_lse is None or not return_softmax_lse or
-                   (softmax_lse.shape, softmax_lse.stride(), softmax_lse.dtype, softmax_lse.get_device()),
-                   k_scale is None or (k_scale.shape, k_scale.stride(), k_scale.dtype, k_scale.get_device()),
-                   v_scale is None or (v_scale.shape, v_scale.stride(), v_scale.dtype, v_scale.get_device()),
+                   (softmax_lse.shape, softmax_lse.is_contiguous() or softmax_lse.stride(), softmax_lse.dtype,
+                    softmax_lse.get_device()),
+                   k_scale is None or
+                   (k_scale.shape, k_scale.is_contiguous() or k_scale.stride(), k_scale.dtype, k_scale.get_device()),
+                   v_scale is None or
+                   (v_scale.shape, v_scale.is_contiguous() or v_scale.stride(), v_scale.dtype, v_scale.get_device()),
                    max_seqlen_q, softmax_scale, causal, return_softmax_lse, cp_world_size, cp_rank,
                    cp_kv_cache_interleave_size, num_splits, kv_cache_dtype, descale)
             e = calls.get(sig)

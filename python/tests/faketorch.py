@@ -3,6 +3,7 @@ sys.modules["torch"] only through offline.offline(), which puts everything back)
 Tensor has PyTorch's accessors (data_ptr, shape, stride, dtype, get_device, device,
 is_contiguous) over made-up CUDA pointers, and torch.empty that hands out new ones."""
 
+import functools
 import types
 
 from fakes import ITEMSIZE, address, contiguous
@@ -26,34 +27,24 @@ class device:
 
 
 class Tensor:
-    """A CUDA tensor that only describes itself."""
+    """A CUDA tensor that only describes itself. Its accessors are C callables (bound
+    methods of ints and tuples) held in slots, so that reading them costs about what
+    PyTorch's C accessors cost, on every Python version."""
 
-    __slots__ = ("_ptr", "_shape", "_stride", "_dtype", "_dev", "_contiguous")
+    __slots__ = ("shape", "dtype", "data_ptr", "stride", "get_device", "is_contiguous")
 
     def __init__(self, shape, dt, ptr=None, stride=None, dev=0):
-        self._shape, self._dtype, self._dev = tuple(shape), dt, dev
-        self._stride = tuple(stride) if stride is not None else contiguous(self._shape)
+        self.shape, self.dtype = tuple(shape), dt
+        stride = tuple(stride) if stride is not None else contiguous(self.shape)
         n = 1
-        for s in self._shape:
+        for s in self.shape:
             n *= s
-        self._ptr = address(n * dt.itemsize) if ptr is None else ptr
-        self._contiguous = _contiguous(self._shape, self._stride)
+        self.data_ptr = (address(n * dt.itemsize) if ptr is None else ptr).__index__
+        self.stride = functools.partial(tuple, stride)
+        self.get_device = dev.__index__
+        self.is_contiguous = _contiguous(self.shape, stride).__bool__
 
-    shape = property(lambda self: self._shape)
-    dtype = property(lambda self: self._dtype)
-    device = property(lambda self: device(self._dev))
-
-    def data_ptr(self):
-        return self._ptr
-
-    def stride(self):
-        return self._stride
-
-    def get_device(self):
-        return self._dev
-
-    def is_contiguous(self):
-        return self._contiguous
+    device = property(lambda self: device(self.get_device()))
 
 
 def _contiguous(shape, stride):
