@@ -8,11 +8,15 @@ decode step is each rank's flash_attn_varlen_func over its shard (cp_world_size,
 cp_tot_seqused_k, cp_kv_cache_interleave_size) and the exact merge of the W partial
 states (merge_states: what dcp_combine computes across real ranks). The merged output is
 checked against unsharded attention (cp_world_size = 1 over the whole cache); the step is
-timed eagerly and as a replayed CUDA graph; the host time of a call is split into the
-library's launch and the Python package's own overhead.
+timed eagerly and as a replayed CUDA graph. The host time of rank 0's call is measured
+three ways, each the median of --rounds rounds of 100 back-to-back calls, the kinds taking
+turns within a round: the whole call; the library's launch alone (dcpattn_attn_run on the
+call's own argument block); and the call with its launch replaced by a no-op C function.
+The package's own work is the first minus the second, and, without the GPU's part at all,
+the third minus the no-op alone.
 
 usage: python examples/vllm_style_decode.py [-W 4] [-I 1] [--batch 16] [--len 4096]
-           [--q-len 1] [--mla] [--iters 100]
+           [--q-len 1] [--mla] [--fp8] [--iters 100] [--rounds 101]
 Needs PyTorch, a CUDA GPU (MLA: Hopper) and build/libdcpattn.so (`make`)."""
 
 import argparse
@@ -29,7 +33,7 @@ try:
 except ImportError:  # not installed: the package of this repository
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import dcpattn
-from dcpattn import _attention, _lib  # the call's two halves, for the overhead measurement
+from dcpattn import _attention, _lib  # a call's launch, for the overhead measurement
 
 
 def paged(lens, hkv, d, page, dtype, dev, gen):
@@ -85,15 +89,63 @@ def cuda_time(fn, iters):
     return statistics.median(times)
 
 
-def host_time(fn, n):
-    """Host microseconds per call of fn(), n calls back to back (launches queue on the GPU)."""
+def host_times(fns, rounds, n=100):
+    """Median host microseconds per call of each of fns: rounds rounds, each timing n
+    back-to-back calls of every fn in turn (the GPU drained first, so that no launch waits
+    for room in its queue)."""
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for t, fn in zip(times, fns):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t.append((time.perf_counter() - t0) / n * 1e6)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return t
+    return [statistics.median(t) for t in times]
+
+
+def launch_of(call):
+    """(plan, a copy of the argument block, stream) of one flash_attn_varlen_func call,
+    caught at its launch (each plan's run replaced for that call: the documented hook)."""
+    seen, plans = [], list(_attention.plans.values())
+    runs = [p.run for p in plans]
+
+    def catch(plan):
+        def run(handle, addr, ws, ws_bytes, stream):
+            seen.append((plan, ctypes.string_at(addr, ctypes.sizeof(_lib.AttnArgs)), stream))
+            return 0
+        return run
+
+    for p in plans:
+        p.run = catch(p)
+    try:
+        dcpattn.flash_attn_varlen_func(**call)
+    finally:
+        for p, r in zip(plans, runs):
+            p.run = r
+    return seen[0]
+
+
+def overhead(call, rounds):
+    """Host microseconds of one call: (whole call, dcpattn_attn_run alone, call with a no-op
+    launch, the no-op alone)."""
+    dcpattn.flash_attn_varlen_func(**call)
+    plan, block, stream = launch_of(call)
+    buf = ctypes.create_string_buffer(block, len(block))
+    addr, run = ctypes.addressof(buf), plan.run
+    # a C function of the process that takes no arguments and returns 0, called as a launch is
+    noop = ctypes.PyDLL(None).PyErr_Occurred
+    noop.restype, noop.argtypes = ctypes.c_int, run.argtypes
+    t_call, t_run = host_times([lambda: dcpattn.flash_attn_varlen_func(**call),
+                                lambda: run(plan.handle, addr, plan.ws, plan.ws_bytes, stream)], rounds)
+    plan.run = noop
+    try:
+        t_pkg, t_noop = host_times([lambda: dcpattn.flash_attn_varlen_func(**call),
+                                    lambda: noop(plan.handle, addr, plan.ws, plan.ws_bytes, stream)], rounds)
+    finally:
+        plan.run = run
+    return t_call, t_run, t_pkg, t_noop
 
 
 def main():
@@ -104,8 +156,12 @@ def main():
     ap.add_argument("--len", type=int, default=4096, help="mean global sequence length")
     ap.add_argument("--q-len", type=int, default=1, help="query tokens per sequence (MTP, speculative)")
     ap.add_argument("--mla", action="store_true", help="DeepSeek MLA (576/512, one latent head) instead of GQA")
-    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--fp8", action="store_true", help="an e4m3 KV cache (GQA), one scale for K and one for V")
+    ap.add_argument("--iters", type=int, default=100, help="GPU timings: the median of this many steps")
+    ap.add_argument("--rounds", type=int, default=101, help="host timings: the median of this many rounds")
     a = ap.parse_args()
+    if a.fp8 and a.mla:
+        ap.error("--fp8 is for GQA: MLA has no FP8 cache")
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     gen = torch.Generator().manual_seed(0)
@@ -116,6 +172,12 @@ def main():
 
     # the whole cache, the query rows (all query heads: vLLM gathers them over the group)
     k, v, bt = paged(lens, hkv, dqk, page, dtype, dev, gen)
+    scales = {}
+    if a.fp8:  # e4m3 bytes (kept as uint8, which every copy below handles) of K / k_scale
+        ks, vs = torch.tensor([0.01], device=dev), torch.tensor([0.005], device=dev)
+        k = (k.float() / ks).to(torch.float8_e4m3fn).view(torch.uint8)
+        v = (v.float() / vs).to(torch.float8_e4m3fn).view(torch.uint8)
+        scales = dict(kv_cache_dtype="fp8_e4m3", k_scale=ks, v_scale=vs)
     q = ((torch.rand((B * ql, hq, dqk), generator=gen) * 2 - 1) * 2).to(dtype).to(dev)
     cu = torch.arange(0, B * ql + 1, ql, dtype=torch.int32, device=dev)
     lens_t = torch.tensor(lens, dtype=torch.int32, device=dev)
@@ -129,7 +191,8 @@ def main():
         kr, vr, btr, used, max_used = ranks[r]
         return dict(q=q, k_cache=kr, v_cache=vr, cu_seqlens_q=cu, seqused_k=used, block_table=btr, max_seqlen_q=ql,
                     max_seqlen_k=max_used, return_softmax_lse=True, cp_world_size=W, cp_rank=r,
-                    cp_tot_seqused_k=lens_t, cp_kv_cache_interleave_size=I, out=outs[r], softmax_lse=lses[r])
+                    cp_tot_seqused_k=lens_t, cp_kv_cache_interleave_size=I, out=outs[r], softmax_lse=lses[r],
+                    **scales)
 
     calls = [rank_call(r) for r in range(W)]
 
@@ -139,12 +202,13 @@ def main():
         dcpattn.merge_states(outs, [x.T for x in lses], out=merged)
 
     step()
-    ref = dcpattn.flash_attn_varlen_func(q, k, v, cu, lens_t, bt, ql, max(lens))
+    ref = dcpattn.flash_attn_varlen_func(q, k, v, cu, lens_t, bt, ql, max(lens), **scales)
     torch.cuda.synchronize()
     err = (merged.float() - ref.float()).abs().max().item()
     ok = err <= 2e-2 and not torch.isnan(merged).any()
-    print("%s Hq=%d Hkv=%d D=%d/%d page %d, B=%d, global lengths %d..%d, q_len %d, W=%d, I=%d"
-          % ("MLA" if a.mla else "GQA", hq, hkv, dqk, dv, page, B, min(lens), max(lens), ql, W, I))
+    print("%s%s Hq=%d Hkv=%d D=%d/%d page %d, B=%d, global lengths %d..%d, q_len %d, W=%d, I=%d"
+          % ("MLA" if a.mla else "GQA", " e4m3 cache" if a.fp8 else "", hq, hkv, dqk, dv, page, B, min(lens),
+             max(lens), ql, W, I))
     print("W ranks + merge vs unsharded attention: max |difference| %.3g  %s"
           % (err, "ok" if ok else "MISMATCH"))
 
@@ -153,25 +217,18 @@ def main():
     with torch.cuda.graph(g):
         step()
     t_graph = cuda_time(g.replay, a.iters)
-    t_one = cuda_time(lambda: dcpattn.flash_attn_varlen_func(q, k, v, cu, lens_t, bt, ql, max(lens)), a.iters)
+    t_one = cuda_time(lambda: dcpattn.flash_attn_varlen_func(q, k, v, cu, lens_t, bt, ql, max(lens), **scales),
+                      a.iters)
     print("decode step (W attention calls + merge): %.1f us eager, %.1f us as a CUDA graph; "
           "unsharded attention on one GPU %.1f us" % (t_step, t_graph, t_one))
 
-    # host cost of one call: the whole Python call, and the library's launch alone (ctypes,
-    # the argument block already packed); the difference is the package's own work
-    c0 = calls[0]
-    n = 200
-    t_call = min(host_time(lambda: dcpattn.flash_attn_varlen_func(**c0), n) for _ in range(5))
-    p = _attention.prepare(c0["q"], c0["k_cache"], c0["v_cache"], cu, c0["seqused_k"], c0["block_table"], ql,
-                           c0["max_seqlen_k"], None, True, True, W, 0, lens_t, I, c0["out"], 0, None, c0["softmax_lse"])
-    lib, pl, stream = _lib.get(), p[0], p[2]
+    t_call, t_run, t_pkg, t_noop = overhead(calls[0], a.rounds)
+    pl = launch_of(calls[0])[0]
     print("rank 0's plan: %s, %d split(s), workspace %d bytes" % (pl.variant, pl.num_splits, pl.ws_bytes))
-    block = _lib.AttnArgs()
-    _attention._pack(block, 0, *p[1])
-    addr = ctypes.addressof(block)
-    t_c = min(host_time(lambda: lib.attn_run_gil(pl.handle, addr, pl.ws, pl.ws_bytes, stream), n) for _ in range(5))
-    print("host time per flash_attn_varlen_func call: %.1f us, of which dcpattn_attn_run %.1f us: "
-          "Python overhead %.1f us per call (goal < 15 us)" % (t_call, t_c, t_call - t_c))
+    print("host time per flash_attn_varlen_func call (median of %d rounds of 100): %.2f us, of which "
+          "dcpattn_attn_run %.2f us: Python overhead %.2f us per call (goal < 15 us); with a no-op launch "
+          "%.2f us, the no-op alone %.2f us: %.2f us" % (a.rounds, t_call, t_run, t_call - t_run, t_pkg, t_noop,
+                                                         t_pkg - t_noop))
     sys.exit(0 if ok else 1)
 
 

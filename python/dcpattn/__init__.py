@@ -19,7 +19,10 @@ given as stream=, else PyTorch's current stream when torch is imported, else the
 stream. Plans (kernel choice, workspace) are cached by descriptor, with bounds rounded up
 to a few steps per power of two: after one eager call of a shape, a call compiles nothing,
 allocates only the outputs it is not given, and can be captured in a CUDA graph
-(torch.cuda.graph).
+(torch.cuda.graph); a call of PyTorch tensors whose shapes, strides, dtypes and devices
+were seen before skips straight to its launch. An FP8 (e4m3) KV cache is taken for GQA:
+kv_cache_dtype="fp8_e4m3" (or a float8_e4m3fn cache) with device float32 k_scale and
+v_scale, as vLLM names them.
 Every dcpattn failure raises DcpattnError (status, name, status_string, detail); arguments
 rejected by the package's own checks raise ArgumentError, a DcpattnError and a ValueError.
 """

@@ -21,7 +21,8 @@ UNKNOWN_DEVICE = -2  # __cuda_array_interface__ has no device field: found from 
 _CAI_TYPES = {"<f2": "float16", "<f4": "float32", "<f8": "float64", "<i4": "int32", "<i8": "int64",
               "|u1": "uint8", "|i1": "int8", "<u4": "uint32", "<i2": "int16", "<u2": "uint16"}
 _DL_TYPES = {(2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (4, 16): "bfloat16", (0, 32): "int32",
-             (0, 64): "int64", (1, 8): "uint8", (0, 8): "int8", (0, 16): "int16", (1, 32): "uint32"}
+             (0, 64): "int64", (1, 8): "uint8", (0, 8): "int8", (0, 16): "int16", (1, 32): "uint32",
+             (10, 8): "float8_e4m3fn"}
 _DL_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
                11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13
@@ -59,23 +60,25 @@ _capsule_name.restype, _capsule_name.argtypes = ctypes.c_char_p, [ctypes.py_obje
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
-_tensor_type = None  # torch.Tensor, once torch has been imported by someone
+tensor_type = None  # torch.Tensor, once torch has been imported by someone
 _torch_dtypes = {}
 
 
-def _find_torch():
-    global _tensor_type
+def find_torch():
+    global tensor_type
     t = sys.modules.get("torch")
     tt = getattr(t, "Tensor", None) if t is not None else None
     if tt is not None and getattr(t, "bfloat16", None) is not None:
         _torch_dtypes.update({t.bfloat16: "bfloat16", t.float16: "float16", t.float32: "float32",
                               t.float64: "float64", t.int32: "int32", t.int64: "int64", t.uint8: "uint8"})
-        _tensor_type = tt
-    return _tensor_type
+        if getattr(t, "float8_e4m3fn", None) is not None:
+            _torch_dtypes[t.float8_e4m3fn] = "float8_e4m3fn"
+        tensor_type = tt
+    return tensor_type
 
 
 def is_torch(x):
-    tt = _tensor_type or _find_torch()
+    tt = tensor_type or find_torch()
     return tt is not None and isinstance(x, tt)
 
 
@@ -96,7 +99,7 @@ def parse(x, name, stream=0, writable=False, call="dcpattn"):
     """x as (ptr, shape, strides, dtype, device, producer_stream, keepalive); `stream` is the
     stream the call runs on, handed to a DLPack producer; `call` names the entry point in
     errors."""
-    tt = _tensor_type or _find_torch()
+    tt = tensor_type or find_torch()
     if tt is not None and isinstance(x, tt):
         dev = x.get_device()
         if dev < 0:
@@ -233,7 +236,6 @@ _raw_stream = None
 def call_stream(stream, q):
     """The stream of a call: the explicit one; else PyTorch's current stream on q's device
     when torch is imported (and has initialized CUDA); else the legacy default stream (0)."""
-    global _raw_stream
     if stream is not None:
         return stream_handle(stream)
     t = sys.modules.get("torch")
@@ -247,10 +249,18 @@ def call_stream(stream, q):
         return 0
     else:
         dev = device_hint(q)
+    return (_raw_stream or torch_stream())(dev)
+
+
+def torch_stream():
+    """PyTorch's current stream handle of a device, as a function of the device index: its
+    internal accessor where it has one (a fraction of torch.cuda.current_stream's cost)."""
+    global _raw_stream
     if _raw_stream is None:
+        t = sys.modules["torch"]
         _raw_stream = getattr(t._C, "_cuda_getCurrentRawStream", None) or \
             (lambda d: t.cuda.current_stream(d).cuda_stream)
-    return _raw_stream(dev)
+    return _raw_stream
 
 
 def device_hint(x):

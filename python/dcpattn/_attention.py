@@ -1,17 +1,33 @@
 """flash_attn_varlen_func: paged attention over this rank's DCP shard, with the names and
-meaning of vLLM's FlashAttention-3 call."""
+meaning of vLLM's FlashAttention-3 call.
 
+Two paths. The general one (prepare, then launch) reads every array (PyTorch, CuPy, JAX...),
+checks it and finds the plan. A call whose arrays are all PyTorch tensors also has a
+signature, every shape, stride, dtype and device with the scalar arguments: once a
+signature has passed the general path, its calls take the steady-state path, which reads
+only the signature and the data pointers, looks the signature up, and packs and launches.
+Everything the checks looked at is in the signature, so they hold for every call that
+matches it; what a signature cannot show (the alignment of the pointers) is checked by the
+library at each run."""
+
+import functools
+import sys
+import threading
 from ctypes import byref, c_void_p
 
-from . import _cuda, _lib
-from ._arrays import call_stream, empty, parse, workspace
+from . import _arrays, _cuda, _lib
+from ._arrays import call_stream, empty, parse, stream_handle, workspace
 from ._lib import ArgumentError, AttnArgs, AttnDesc
 from ._runtime import (data_ptr, device, fast_strides, index_array, lock, order_after, same_device,
                        strides_for_c, thread_buffer)
 
 CALL = "flash_attn_varlen_func"
-plans = {}  # descriptor tuple -> Plan
+plans = {}  # plan descriptor tuple -> Plan
+calls = {}  # signature of a call of PyTorch tensors -> what its launches need (see _remember)
+_MAX_CALLS = 4096  # signatures kept (shapes change with the batch): past it the table starts over
 _pack = _lib.packer(AttnArgs).pack_into
+_FP8_NAMES = ("fp8", "fp8_e4m3")  # kv_cache_dtype values of an e4m3 cache, as vLLM spells them
+_FP8_TYPES = ("float8_e4m3fn", "uint8")  # element types an e4m3 cache may be given as
 
 
 def bucket(n):
@@ -24,11 +40,33 @@ def bucket(n):
     return (n + step - 1) // step * step
 
 
-class Plan:
-    """A dcpattn_attn_plan and the workspace its runs use (allocated once, through the
-    library of the arrays of the call that created it)."""
+def _bound(n, cap):
+    return min(bucket(n), cap)
 
-    __slots__ = ("handle", "dev", "ws_owner", "ws", "ws_bytes", "variant", "num_splits")
+
+def bound_range(mk, cap):
+    """The integers n whose _bound(n, cap) is mk, as (lo, hi), either end None when open: the
+    max_seqlen_k values a plan made for the bound mk serves."""
+    hi = None if mk >= cap else mk
+    if _bound(0, cap) == mk:
+        return None, hi
+    lo, top = 1, mk  # _bound is monotonic: the first n with _bound(n) == mk
+    while lo < top:
+        mid = (lo + top) // 2
+        if _bound(mid, cap) < mk:
+            lo = mid + 1
+        else:
+            top = mid
+    return lo, hi
+
+
+class Plan:
+    """A dcpattn_attn_plan, the workspace its runs use (allocated once, through the library of
+    the arrays of the call that created it) and run, the function that issues it: the
+    library's dcpattn_attn_run, called with the GIL kept. Tests and the overhead measurement
+    of examples/vllm_style_decode.py replace run on a plan (a no-op, a recorder)."""
+
+    __slots__ = ("handle", "dev", "cu_ctx", "run", "ws_owner", "ws", "ws_bytes", "variant", "num_splits")
 
     def __init__(self, desc, like, dev):
         lib = _lib.get()
@@ -36,7 +74,7 @@ class Plan:
         pushed = _cuda.enter(dev.cu_ctx)
         try:
             lib.check(lib.dcpattn_attn_plan_create(dev.ctx, byref(desc), byref(h)), "dcpattn_attn_plan_create")
-            self.handle, self.dev = h.value, dev
+            self.handle, self.dev, self.cu_ctx, self.run = h.value, dev, dev.cu_ctx, lib.attn_run_gil
             self.ws_bytes = lib.dcpattn_attn_workspace_size(h)
             self.ws_owner, self.ws = None, None
             if self.ws_bytes:
@@ -53,15 +91,23 @@ class Plan:
             pass
 
 
+def make_plan(desc, like, dev_index):
+    """The one place a plan meets the device (a context, a plan, a workspace): the CPU tests
+    and benchmark replace it to run everything else without a GPU."""
+    return Plan(desc, like, device(dev_index))
+
+
 def _new_plan(key, values, like):
     """The plan of a descriptor seen for the first time: the descriptor and the arguments
     are checked on the host first (no GPU needed), then the plan is made."""
     lib = _lib.get()
-    (dev, dtype, hq, hkv, dqk, dv, page, causal, scale, world, rank, inter, mb, mq, mt, mk, splits) = key
+    (dev, dtype, hq, hkv, dqk, dv, page, causal, scale, world, rank, inter, mb, mq, mt, mk, splits, fp8,
+     per_head) = key
     desc = AttnDesc(dtype=_lib.BF16 if dtype == "bfloat16" else _lib.FP16, num_q_heads=hq, num_kv_heads=hkv,
                     head_dim=dqk, head_dim_v=dv, page_size=page, non_causal=0 if causal else 1,
                     softmax_scale=scale, dcp_world=world, dcp_rank=rank, dcp_interleave=inter, max_batch=mb,
-                    max_q_len=mq, max_total_q=mt, max_seqlen_k=mk, num_splits=splits)
+                    max_q_len=mq, max_total_q=mt, max_seqlen_k=mk, num_splits=splits,
+                    kv_dtype=_lib.FP8_E4M3 if fp8 else 0, kv_scale_per_head=per_head)
     lib.check(lib.dcpattn_attn_desc_validate(byref(desc)), "dcpattn_attn_desc_validate")
     args = AttnArgs()
     _pack(args, 0, *values)
@@ -69,35 +115,96 @@ def _new_plan(key, values, like):
     with lock:
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = Plan(desc, like, device(dev))
+            plan = plans[key] = make_plan(desc, like, dev)
     return plan
 
 
-def launch(prepared):
-    """Issues a prepared call: its plan's kernel on its stream, with the plan's context
-    current."""
-    plan, values, stream, _, _, producers, _ = prepared
-    dev = plan.dev
-    lib = _lib.get()
-    pushed = _cuda.enter(dev.cu_ctx)
+_local = threading.local()
+
+
+def _thread_block():
+    """This thread's argument block and its address, and its current-context word and
+    address, in one lookup."""
+    _local.block = thread_buffer(AttnArgs) + _cuda.current_word()
+    return _local.block
+
+
+def _issue(plan, values, stream, producers=None):
+    """Packs values into this thread's argument block and runs the plan on stream, with the
+    plan's context current (after the producer streams, if any). The steady state's whole
+    launch: _cuda.enter and leave are written out here."""
+    try:
+        buf, addr, cur, cur_addr = _local.block
+    except AttributeError:
+        buf, addr, cur, cur_addr = _thread_block()
+    _cuda._drv.getcur(cur_addr)
+    pushed = cur.value != plan.cu_ctx and _cuda.push(plan.cu_ctx)
     try:
         if producers:
-            order_after(dev, stream, producers)
-        buf, addr = thread_buffer(AttnArgs)
+            order_after(plan.dev, stream, producers)
         _pack(buf, 0, *values)
-        s = lib.attn_run_gil(plan.handle, addr, plan.ws, plan.ws_bytes, stream)
+        s = plan.run(plan.handle, addr, plan.ws, plan.ws_bytes, stream)
     finally:
-        _cuda.leave(pushed)
+        if pushed:
+            _cuda.leave(True)
     if s:
-        lib.check(s, "dcpattn_attn_run")
+        _lib.get().check(s, "dcpattn_attn_run")
+
+
+def launch(prepared):
+    """Issues a prepared call (prepare's result)."""
+    _issue(prepared[0], prepared[1], prepared[2], prepared[5])
+
+
+def _kv_format(kv_cache_dtype, kdt, qdt, mla):
+    """Whether the cache is FP8 e4m3: kv_cache_dtype "fp8" / "fp8_e4m3" (a float8_e4m3fn or
+    uint8 cache), or "auto" with a float8_e4m3fn cache; else the cache has q's type."""
+    if kv_cache_dtype in _FP8_NAMES:
+        if kdt not in _FP8_TYPES:
+            raise ArgumentError("k_cache dtype is %s with kv_cache_dtype = %r (float8_e4m3fn, or uint8 holding e4m3 "
+                                "bytes, expected)" % (kdt, kv_cache_dtype), CALL)
+        fp8 = True
+    elif kv_cache_dtype == "auto" or kv_cache_dtype is None:
+        fp8 = kdt == "float8_e4m3fn"
+        if not fp8 and kdt != qdt:
+            raise ArgumentError("k_cache dtype is %s, q's is %s (an e4m3 cache: float8_e4m3fn, or uint8 with "
+                                "kv_cache_dtype = 'fp8_e4m3')" % (kdt, qdt), CALL)
+    else:
+        raise ArgumentError("kv_cache_dtype = %r is not supported ('auto', 'fp8' or 'fp8_e4m3')" % (kv_cache_dtype,),
+                            CALL)
+    if fp8 and mla:
+        raise ArgumentError("kv_cache_dtype = %r: MLA (head_dim 576) has no FP8 cache" % (kv_cache_dtype or "auto",),
+                            CALL)
+    return fp8
+
+
+def _scale(x, name, hkv, strm):
+    """An FP8 cache's k_scale or v_scale: a device float32 array of shape [], [1] or
+    [num_kv_heads], as (pointer, per head, device, producer stream, keepalive)."""
+    what = "a device float32 array of shape [1] or [num_kv_heads] = [%d]" % hkv
+    if x is None:
+        raise ArgumentError("%s is required with an FP8 KV cache: %s" % (name, what), CALL)
+    if isinstance(x, (int, float)):
+        raise ArgumentError("%s = %r: the kernel reads the scale on the device (a captured graph replays with the "
+                            "value it holds then), so it must be %s" % (name, x, what), CALL)
+    p, s, st, dt, dev, sy, keep = parse(x, name, strm, False, CALL)
+    if dt != "float32":
+        raise ArgumentError("%s dtype is %s (float32 expected)" % (name, dt), CALL)
+    per_head = len(s) == 1 and s[0] == hkv > 1
+    if not (len(s) == 0 or tuple(s) == (1,) or per_head):
+        raise ArgumentError("%s must be [], [1] or [num_kv_heads] = [%d], got shape %s" % (name, hkv, tuple(s)), CALL)
+    if per_head and st[0] != 1:
+        raise ArgumentError("%s must be contiguous (strides %s)" % (name, tuple(st)), CALL)
+    return p, per_head, dev, sy, keep
 
 
 def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
             causal, return_softmax_lse, cp_world_size, cp_rank, cp_tot_seqused_k, cp_kv_cache_interleave_size, out,
-            num_splits, stream, softmax_lse):
+            num_splits, stream, softmax_lse, kv_cache_dtype="auto", k_scale=None, v_scale=None, descale=None):
     """Every check of flash_attn_varlen_func, the plan lookup and the outputs' allocation:
     all but the launch. Returns (plan, argument values, stream, out, lse, producer streams,
-    keepalive) for launch()."""
+    keepalive, (lo, hi) of the max_seqlen_k values the plan serves, MLA with V given as a
+    view of K, an FP8 cache) for launch()."""
     if k_cache is None or cu_seqlens_q is None or seqused_k is None or block_table is None \
             or max_seqlen_q is None or max_seqlen_k is None:
         missing = [n for n, v in (("k_cache", k_cache), ("cu_seqlens_q", cu_seqlens_q), ("seqused_k", seqused_k),
@@ -115,9 +222,12 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     if len(ks) != 4 or ks[3] != dqk:
         raise ArgumentError("k_cache must be [num_pages, page_size, num_kv_heads, %d] (q's head_dim), got shape %s"
                             % (dqk, tuple(ks)), CALL)
-    if kdt != qdt:
-        raise ArgumentError("k_cache dtype is %s, q's is %s" % (kdt, qdt), CALL)
+    fp8 = _kv_format(kv_cache_dtype, kdt, qdt, dqk == 576)
+    if fp8 and descale:
+        raise ArgumentError("%s is FlashAttention-3's FP8 descale, which dcpattn does not take: q stays 16-bit and "
+                            "the cache's scales are k_scale and v_scale ([1] or [num_kv_heads])" % descale, CALL)
     num_pages, page, hkv = ks[0], ks[1], ks[2]
+    mla_view = False
     if dqk == 576:  # MLA: V is the first 512 channels of each K row
         dv, vdev, vsy, vkeep = 512, kdev, None, None
         if v_cache is not None and v_cache is not k_cache:
@@ -126,15 +236,24 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
                     or (vs[0], vs[1], vs[2], vst[0], vst[1], vst[2]) != (ks[0], ks[1], ks[2], kst[0], kst[1], kst[2]):
                 raise ArgumentError("MLA (head_dim 576) reads V from the first 512 channels of k_cache's rows: "
                                     "v_cache must be None, k_cache or k_cache[..., :512]", CALL)
+            mla_view = True
         vp = kp
     else:
         vp, vs, vst, vdt, vdev, vsy, vkeep = parse(v_cache, "v_cache", strm, False, CALL)
         if len(vs) != 4 or vs[0] != num_pages or vs[1] != page or vs[2] != hkv:
             raise ArgumentError("v_cache must be [num_pages, page_size, num_kv_heads, head_dim_v] with k_cache's "
                                 "first three dimensions %s, got shape %s" % (tuple(ks[:3]), tuple(vs)), CALL)
-        if vdt != qdt:
-            raise ArgumentError("v_cache dtype is %s, q's is %s" % (vdt, qdt), CALL)
+        if vdt != kdt:
+            raise ArgumentError("v_cache dtype is %s, k_cache's is %s" % (vdt, kdt), CALL)
         dv = vs[3]
+    ksp = vsp = ksdev = vsdev = kssy = vssy = kskeep = vskeep = None
+    per_head = False
+    if fp8:
+        ksp, per_head, ksdev, kssy, kskeep = _scale(k_scale, "k_scale", hkv, strm)
+        vsp, v_per_head, vsdev, vssy, vskeep = _scale(v_scale, "v_scale", hkv, strm)
+        if v_per_head != per_head:
+            raise ArgumentError("k_scale is %s and v_scale %s: give both one scale or both one per KV head"
+                                % (("per KV head", "per tensor") if per_head else ("per tensor", "per KV head")), CALL)
     cp, cs, _, cdev, csy, ckeep = index_array(CALL, "cu_seqlens_q", cu_seqlens_q, strm, 1, 1)
     batch = cs[0] - 1
     sp, _, _, sdev, ssy, skeep = index_array(CALL, "seqused_k", seqused_k, strm, 1, batch)
@@ -161,10 +280,12 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
         lst = strides_for_c(CALL, "softmax_lse", ls, lst, False)
     dev = qdev
     if qdev < 0 or not (qdev == kdev == vdev == cdev == sdev == bdev and gdev in (None, qdev)
-                        and odev in (None, qdev) and ldev in (None, qdev)):
+                        and odev in (None, qdev) and ldev in (None, qdev) and ksdev in (None, qdev)
+                        and vsdev in (None, qdev)):
         dev = same_device(CALL, (("q", qdev, qp), ("k_cache", kdev, kp), ("v_cache", vdev, vp),
                                  ("cu_seqlens_q", cdev, cp), ("seqused_k", sdev, sp), ("block_table", bdev, bp),
-                                 ("cp_tot_seqused_k", gdev, gp), ("out", odev, op), ("softmax_lse", ldev, lp)))
+                                 ("cp_tot_seqused_k", gdev, gp), ("out", odev, op), ("softmax_lse", ldev, lp),
+                                 ("k_scale", ksdev, ksp), ("v_scale", vsdev, vsp)))
     qst = fast_strides(CALL, "q", qs, qst)
     kst = fast_strides(CALL, "k_cache", ks, kst)
     # MLA: v strides 0 make the C API take k's (normalized) strides for v, as it requires
@@ -172,10 +293,11 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     # the block table's row stride bounds max_seqlen_k / page_size in the C check; one row
     # has no row stride
     bt_stride = bst[0] if bs[0] > 1 else bs[1]
-    mk = min(bucket(int(max_seqlen_k)), bs[1] * page)
+    cap = bs[1] * page
+    mk = _bound(int(max_seqlen_k), cap)
     scale = float(softmax_scale) if softmax_scale is not None else 0.0
     key = (dev, qdt, hq, hkv, dqk, dv, page, bool(causal), scale, world, rank, inter, bucket(batch),
-           max(1, int(max_seqlen_q)), bucket(total_q), mk, int(num_splits))
+           max(1, int(max_seqlen_q)), bucket(total_q), mk, int(num_splits), fp8, int(per_head))
 
     # outputs last: nothing is allocated for a call that fails its checks
     if op is None:
@@ -189,16 +311,17 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
         else:
             lse, lse_st, lse_sh = softmax_lse, lst[1], lst[0]
     values = (batch, qp, qst[0], qst[1], kp, kst[0], kst[1], kst[2], vp, vst[0], vst[1], vst[2], num_pages,
-              bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, 0, 0, 0, 0, 0, 0)
+              bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, ksp or 0, vsp or 0,
+              0, 0, 0, 0)
     plan = plans.get(key)
     if plan is None:
         plan = _new_plan(key, values, q)
-    producers = [s for s in (qsy, ksy, vsy, csy, ssy, bsy, gsy, osy, lsy) if s] if (
-        qsy or ksy or vsy or csy or ssy or bsy or gsy or osy or lsy) else None
+    producers = [s for s in (qsy, ksy, vsy, csy, ssy, bsy, gsy, osy, lsy, kssy, vssy) if s] if (
+        qsy or ksy or vsy or csy or ssy or bsy or gsy or osy or lsy or kssy or vssy) else None
     # DLPack capsules: alive until the launch is issued
-    keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep) if (
-        qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep) else None
-    return (plan, values, strm, out, lse, producers, keep)
+    keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep, kskeep, vskeep) if (
+        qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep or kskeep or vskeep) else None
+    return (plan, values, strm, out, lse, producers, keep, bound_range(mk, cap), mla_view, fp8)
 
 
 _UNSUPPORTED = (
@@ -225,10 +348,10 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                            max_seqlen_q=None, max_seqlen_k=None, softmax_scale=None, causal=True,
                            return_softmax_lse=False, cp_world_size=1, cp_rank=0, cp_tot_seqused_k=None,
                            cp_kv_cache_interleave_size=1, out=None, num_splits=0, *, k=None, v=None, stream=None,
-                           softmax_lse=None, cu_seqlens_k=None, dropout_p=0.0, window_size=None, softcap=0.0,
-                           alibi_slopes=None, deterministic=False, return_attn_probs=False,
-                           scheduler_metadata=None, q_descale=None, k_descale=None, v_descale=None, s_aux=None,
-                           q_v=None, fa_version=None):
+                           softmax_lse=None, kv_cache_dtype="auto", k_scale=None, v_scale=None, cu_seqlens_k=None,
+                           dropout_p=0.0, window_size=None, softcap=0.0, alibi_slopes=None, deterministic=False,
+                           return_attn_probs=False, scheduler_metadata=None, q_descale=None, k_descale=None,
+                           v_descale=None, s_aux=None, q_v=None, fa_version=None):
     """Attention of every query row over this rank's shard of a paged KV cache, as vLLM's
     FlashAttention-3 call computes it (vllm_flash_attn.flash_attn_varlen_func, paged form).
 
@@ -258,12 +381,23 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                  stream when torch is imported, else the default stream
     softmax_lse  float32 [num_heads, total_q] to write the LSE into when
                  return_softmax_lse (allocated when None)
+    kv_cache_dtype  "auto": the cache has q's type, or is float8_e4m3fn; "fp8" / "fp8_e4m3":
+                 an e4m3 cache given as float8_e4m3fn or as uint8 bytes (GQA only: MLA has
+                 no FP8 cache). K = e4m3 value * k_scale, V = e4m3 value * v_scale
+    k_scale, v_scale  an FP8 cache's scales: device float32 arrays of shape [] or [1] (one
+                 scale) or [num_kv_heads] (one per KV head, both or neither), read by the
+                 kernel when it runs (a captured graph replays with their values then);
+                 ignored with a 16-bit cache
 
     Returns out, or (out, softmax_lse) with softmax_lse float32 [num_heads, total_q] (natural
     log; a row that sees no key has out 0 and lse -inf). The other keyword arguments are
     vLLM's: accepted at their neutral values; scheduler_metadata, fa_version and
-    deterministic are ignored, and so are q/k/v_descale, which FlashAttention-3 applies only
-    to FP8 inputs.
+    deterministic are ignored, and so are q/k/v_descale with a 16-bit cache (with an FP8
+    one they are an error: the scales are k_scale and v_scale).
+
+    After one call of PyTorch tensors, a call with the same shapes, strides, dtypes, devices
+    and scalar arguments (and max_seqlen_k within the same plan bound) reads only those and
+    the data pointers before its launch: a few microseconds of Python.
     """
     if k is not None or v is not None:
         if k_cache is not None or v_cache is not None:
@@ -273,8 +407,86 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
             or s_aux is not None or q_v is not None or window_size is not None:
         _reject(cu_seqlens_k=cu_seqlens_k, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                 return_attn_probs=return_attn_probs, s_aux=s_aux, q_v=q_v, window_size=window_size)
+    descale = None
+    if q_descale is not None or k_descale is not None or v_descale is not None:
+        descale = "q_descale" if q_descale is not None else "k_descale" if k_descale is not None else "v_descale"
+    sig = None
+    if type(q) is (_arrays.tensor_type or _arrays.find_torch()):
+        # the steady-state path: the signature of a call of PyTorch tensors (anything else
+        # fails to make one and takes the general path)
+        try:
+            sig = (q.shape, q.is_contiguous() or q.stride(), q.dtype, q.get_device(),
+                   k_cache.shape, k_cache.is_contiguous() or k_cache.stride(), k_cache.dtype, k_cache.get_device(),
+                   0 if v_cache is None else 1 if v_cache is k_cache else
+                   (v_cache.shape, v_cache.is_contiguous() or v_cache.stride(), v_cache.dtype, v_cache.get_device()),
+                   cu_seqlens_q.shape, cu_seqlens_q.is_contiguous() or cu_seqlens_q.stride(), cu_seqlens_q.dtype,
+                   cu_seqlens_q.get_device(),
+                   seqused_k.shape, seqused_k.is_contiguous() or seqused_k.stride(), seqused_k.dtype,
+                   seqused_k.get_device(),
+                   block_table.shape, block_table.is_contiguous() or block_table.stride(), block_table.dtype,
+                   block_table.get_device(),
+                   cp_tot_seqused_k is None or
+                   (cp_tot_seqused_k.shape, cp_tot_seqused_k.is_contiguous() or cp_tot_seqused_k.stride(),
+                    cp_tot_seqused_k.dtype, cp_tot_seqused_k.get_device()),
+                   out is None or (out.shape, out.is_contiguous() or out.stride(), out.dtype, out.get_device()),
+                   softmax_lse is None or not return_softmax_lse or
+                   (softmax_lse.shape, softmax_lse.is_contiguous() or softmax_lse.stride(), softmax_lse.dtype,
+                    softmax_lse.get_device()),
+                   k_scale is None or
+                   (k_scale.shape, k_scale.is_contiguous() or k_scale.stride(), k_scale.dtype, k_scale.get_device()),
+                   v_scale is None or
+                   (v_scale.shape, v_scale.is_contiguous() or v_scale.stride(), v_scale.dtype, v_scale.get_device()),
+                   max_seqlen_q, softmax_scale, causal, return_softmax_lse, cp_world_size, cp_rank,
+                   cp_kv_cache_interleave_size, num_splits, kv_cache_dtype, descale)
+            e = calls.get(sig)
+            # max_seqlen_k only bounds the plan: the signature's entry serves the values its
+            # plan was made for (a value outside takes the general path, which replaces it)
+            if e is not None and not ((e[0] is None or e[0] <= max_seqlen_k) and
+                                      (e[1] is None or max_seqlen_k <= e[1])):
+                e = None
+        except Exception:  # not all PyTorch tensors, or a scalar that cannot be hashed or compared
+            sig = e = None
+        if e is not None:
+            _, _, plan, dev, raw_stream, new_out, new_lse, mla_view, fp8, batch, q0, q1, k0, k1, k2, v0, v1, v2, \
+                pages, bts, o0, o1, l0, l1 = e
+            kp = k_cache.data_ptr()
+            vp = kp if v_cache is None or v_cache is k_cache else v_cache.data_ptr()
+            if not mla_view or vp == kp:  # (else the general path says what is wrong)
+                strm = raw_stream(dev) if stream is None else stream_handle(stream)
+                if out is None:
+                    out = new_out()
+                lp = 0
+                if return_softmax_lse:
+                    if softmax_lse is None:
+                        softmax_lse = new_lse()
+                    lp = softmax_lse.data_ptr()
+                if mla_view:
+                    vp = kp
+                _issue(plan, (batch, q.data_ptr(), q0, q1, kp, k0, k1, k2, vp, v0, v1, v2, pages,
+                              block_table.data_ptr(), bts, cu_seqlens_q.data_ptr(), seqused_k.data_ptr(),
+                              0 if cp_tot_seqused_k is None else cp_tot_seqused_k.data_ptr(), out.data_ptr(), o0, o1,
+                              lp, l0, l1, k_scale.data_ptr() if fp8 else 0, v_scale.data_ptr() if fp8 else 0), strm)
+                return (out, softmax_lse) if return_softmax_lse else out
     p = prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
                 causal, return_softmax_lse, cp_world_size, cp_rank, cp_tot_seqused_k, cp_kv_cache_interleave_size,
-                out, num_splits, stream, softmax_lse)
+                out, num_splits, stream, softmax_lse, kv_cache_dtype, k_scale, v_scale, descale)
     launch(p)
+    if sig is not None and p[5] is None and p[6] is None:
+        _remember(sig, p, q, out is None, return_softmax_lse and softmax_lse is None)
     return (p[3], p[4]) if return_softmax_lse else p[3]
+
+
+def _remember(sig, p, q, new_out, new_lse):
+    """Makes a signature that passed the general path take the steady-state path: its plan,
+    the values of the argument block that are not pointers, and how to allocate the outputs
+    it was not given."""
+    plan, v, _, out, lse, _, _, (lo, hi), mla_view, fp8 = p
+    t = sys.modules["torch"]
+    e = (lo, hi, plan, q.get_device(), _arrays.torch_stream(),
+         functools.partial(t.empty, tuple(out.shape), dtype=out.dtype, device=out.device) if new_out else None,
+         functools.partial(t.empty, tuple(lse.shape), dtype=lse.dtype, device=lse.device) if new_lse else None,
+         mla_view, fp8, v[0], v[2], v[3], v[5], v[6], v[7], v[9], v[10], v[11], v[12], v[14], v[19], v[20], v[22],
+         v[23])
+    if len(calls) >= _MAX_CALLS:
+        calls.clear()
+    calls[sig] = e

@@ -18,9 +18,10 @@ class _Driver:
     def __init__(self):
         path = os.environ.get("DCPATTN_CUDA_LIBRARY") or "libcuda.so.1"
         lib = ctypes.CDLL(path)
-        # cuCtxGetCurrent runs on every call: through PyDLL, without releasing the GIL
+        # cuCtxGetCurrent runs on every call: through PyDLL, without releasing the GIL, and
+        # given the address of a thread's word as an int (no byref object per call)
         self.getcur = ctypes.PyDLL(path).cuCtxGetCurrent
-        self.getcur.restype, self.getcur.argtypes = c_int, [POINTER(c_void_p)]
+        self.getcur.restype, self.getcur.argtypes = c_int, [c_void_p]
         for name, args in (("cuInit", [c_uint]), ("cuDeviceGet", [POINTER(c_int), c_int]),
                            ("cuDevicePrimaryCtxRetain", [POINTER(c_void_p), c_int]),
                            ("cuCtxPushCurrent_v2", [c_void_p]), ("cuCtxPopCurrent_v2", [POINTER(c_void_p)]),
@@ -67,15 +68,31 @@ def primary_context(index):
     return ctx.value
 
 
+_local = threading.local()
+
+
+def current_word():
+    """This thread's word for cuCtxGetCurrent and its address: `_drv.getcur(address)` puts
+    the current context in word.value (a thread's own, as another thread may run between the
+    call and the read)."""
+    try:
+        return _local.word
+    except AttributeError:
+        w = c_void_p()
+        _local.word = (w, ctypes.addressof(w))
+        return _local.word
+
+
+def push(cu_ctx):
+    _drv.check(_drv.cuCtxPushCurrent_v2(cu_ctx), "cuCtxPushCurrent")
+    return True
+
+
 def enter(cu_ctx):
     """Makes cu_ctx current unless it is; True when it was pushed (leave() pops it)."""
-    d = _drv
-    cur = c_void_p()
-    d.getcur(byref(cur))
-    if cur.value == cu_ctx:
-        return False
-    d.check(d.cuCtxPushCurrent_v2(cu_ctx), "cuCtxPushCurrent")
-    return True
+    cur, addr = current_word()
+    _drv.getcur(addr)
+    return cur.value != cu_ctx and push(cu_ctx)
 
 
 def leave(pushed):

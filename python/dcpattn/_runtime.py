@@ -161,5 +161,6 @@ def clear_cache():
     from . import _attention, _combine
 
     with lock:
+        _attention.calls.clear()
         _attention.plans.clear()
         _combine.workspaces.clear()

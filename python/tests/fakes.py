@@ -9,9 +9,11 @@ from dcpattn._arrays import DLManagedTensor, DLManagedTensorVersioned, contiguou
 _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _NAMES = {False: b"dltensor", True: b"dltensor_versioned"}  # alive as long as the capsules
-TYPESTR = {"float16": "<f2", "float32": "<f4", "int32": "<i4", "int64": "<i8", "float64": "<f8"}
-DLTYPE = {"bfloat16": (4, 16), "float16": (2, 16), "float32": (2, 32), "int32": (0, 32), "int64": (0, 64)}
-ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
+TYPESTR = {"float16": "<f2", "float32": "<f4", "int32": "<i4", "int64": "<i8", "float64": "<f8", "uint8": "|u1"}
+DLTYPE = {"bfloat16": (4, 16), "float16": (2, 16), "float32": (2, 32), "int32": (0, 32), "int64": (0, 64),
+          "uint8": (1, 8), "float8_e4m3fn": (10, 8)}
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "float64": 8, "uint8": 1,
+            "float8_e4m3fn": 1}
 _next = [0x7f0000000000]
 
 
@@ -71,11 +73,12 @@ class DL:
 
 
 def attention_inputs(make=DL, dtype="bfloat16", total_q=6, hq=8, hkv=2, d=128, dv=None, pages=12, page=16, batch=2,
-                     max_pages=4):
+                     max_pages=4, **change):
     """Well-formed flash_attn_varlen_func arguments (as keyword arguments) of fake arrays."""
     dv = dv or d
     kw = dict(q=make((total_q, hq, d), dtype), k_cache=make((pages, page, hkv, d), dtype),
               v_cache=make((pages, page, hkv, dv), dtype), cu_seqlens_q=make((batch + 1,), "int32"),
               seqused_k=make((batch,), "int32"), block_table=make((batch, max_pages), "int32"),
               max_seqlen_q=3, max_seqlen_k=50)
+    kw.update(change)
     return kw

@@ -6,7 +6,8 @@ few tokens (shorter than W*I: some ranks hold nothing of them) to a few thousand
 over W ranks with interleave I by the placement rule into paged caches whose unused slots
 and pages are NaN. Each rank's flash_attn_varlen_func is checked against attention over its
 shard with the DCP mask; merge_states / merge_attn_states over the W partials against
-attention over the whole sequence; rows that see no key must be exactly 0 and -inf."""
+attention over the whole sequence; rows that see no key must be exactly 0 and -inf. An FP8
+(e4m3) cache is checked against attention over its dequantized values (byte * scale)."""
 
 import os
 import subprocess
@@ -40,7 +41,9 @@ def needs_family(family):
 class Case:
     """A batch of global sequences (q, K, V on the GPU) and its W shards."""
 
-    def __init__(self, family, world, inter, seed, dtype=torch.bfloat16, batch=5, causal=True):
+    def __init__(self, family, world, inter, seed, dtype=torch.bfloat16, batch=5, causal=True, fp8=None):
+        """fp8: None (a cache of dtype), or the shape of the e4m3 cache's scales: () or (1,)
+        (one scale for K, one for V) or "per head" ([num_kv_heads])."""
         s = SHAPES[family]
         self.family, self.world, self.inter, self.dtype, self.causal = family, world, inter, dtype, causal
         self.hq, self.hkv, self.dqk, self.dv, self.page = s["hq"], s["hkv"], s["dqk"], s["dv"], s["page"]
@@ -64,8 +67,27 @@ class Case:
         if family == "mla":  # V is the first 512 channels of K: keep them small like V
             for kk in self.k:
                 kk[..., :512] *= 0.5
+        self.fp8 = fp8 is not None
+        if self.fp8:
+            # e4m3 bytes of K / k_scale (|K| <= 2, scales >= 0.02: within e4m3's 448); the
+            # reference reads the dequantized cache, bytes * scale, in float64
+            n = self.hkv if fp8 == "per head" else 1
+            shape = (n,) if fp8 == "per head" else fp8
+            self.ks = (0.02 + 0.03 * torch.rand(n, generator=g)).reshape(shape).to(DEV)
+            self.vs = (0.01 + 0.015 * torch.rand(n, generator=g)).reshape(shape).to(DEV)
+            self.k8 = [(kk.float() / self.ks.reshape(1, -1, 1)).to(torch.float8_e4m3fn).view(torch.uint8)
+                       for kk in self.k]
+            self.v8 = [(vv.float() / self.vs.reshape(1, -1, 1)).to(torch.float8_e4m3fn).view(torch.uint8)
+                       for vv in self.v]
+            self.dequantize()
         self.cu_t = torch.tensor(self.cu, dtype=torch.int32, device=DEV)
         self.lens_t = torch.tensor(lens, dtype=torch.int32, device=DEV)
+
+    def dequantize(self):
+        """The reference's K and V from the e4m3 bytes and the scales' current values."""
+        e4m3 = torch.float8_e4m3fn
+        self.k = [b.view(e4m3).double() * self.ks.double().reshape(1, -1, 1) for b in self.k8]
+        self.v = [b.view(e4m3).double() * self.vs.double().reshape(1, -1, 1) for b in self.v8]
 
     def rand(self, shape, amp):
         return ((torch.rand(shape, generator=self.gen) * 2 - 1) * amp).to(self.dtype).to(DEV)
@@ -80,9 +102,12 @@ class Case:
         perm = torch.randperm(num_pages, generator=self.gen).tolist()
         unused = perm[-1]
         bt = torch.full((self.batch, width), unused, dtype=torch.int32)
-        k = torch.full((num_pages, P, self.hkv, self.dqk), float("nan"), dtype=self.dtype, device=DEV)
-        v = None if self.family == "mla" else torch.full((num_pages, P, self.hkv, self.dv), float("nan"),
-                                                         dtype=self.dtype, device=DEV)
+        # an e4m3 cache is built as its bytes (uint8), NaN (0x7f) in every unused slot
+        dt, nan = (torch.uint8, 0x7F) if self.fp8 else (self.dtype, float("nan"))
+        src_k, src_v = (self.k8, self.v8) if self.fp8 else (self.k, self.v)
+        k = torch.full((num_pages, P, self.hkv, self.dqk), nan, dtype=dt, device=DEV)
+        v = None if self.family == "mla" else torch.full((num_pages, P, self.hkv, self.dv), nan, dtype=dt,
+                                                         device=DEV)
         at = 0
         for b, t in enumerate(toks):
             bt[b, :need[b]] = torch.tensor(perm[at:at + need[b]], dtype=torch.int32)
@@ -91,9 +116,9 @@ class Case:
                 j = torch.arange(len(t))
                 pages, slots = bt[b, j // P].long().to(DEV), (j % P).to(DEV)
                 idx = torch.tensor(t, device=DEV)
-                k[pages, slots] = self.k[b][idx]
+                k[pages, slots] = src_k[b][idx]
                 if v is not None:
-                    v[pages, slots] = self.v[b][idx]
+                    v[pages, slots] = src_v[b][idx]
         used = torch.tensor([len(t) for t in toks], dtype=torch.int32, device=DEV)
         return dict(k=k, v=v, bt=bt.to(DEV), used=used, max_used=max(max(len(t) for t in toks), 1))
 
@@ -127,10 +152,15 @@ class Case:
         W = self.world
         args = dict(return_softmax_lse=True, causal=self.causal, cp_world_size=W, cp_rank=rank,
                     cp_kv_cache_interleave_size=self.inter, cp_tot_seqused_k=self.lens_t if W > 1 else None)
+        k, v = shard["k"], shard["v"]
+        if self.fp8:  # as float8_e4m3fn unless the call says the bytes are e4m3
+            args.update(k_scale=self.ks, v_scale=self.vs)
+            if "kv_cache_dtype" not in kw:
+                k, v = k.view(torch.float8_e4m3fn), v.view(torch.float8_e4m3fn)
         args.update(kw)
-        v = args.pop("v_cache", shard["v"])
+        v = args.pop("v_cache", v)
         # host values only: this also runs inside a CUDA graph capture
-        return dcpattn.flash_attn_varlen_func(self.q, shard["k"], v, self.cu_t, shard["used"], shard["bt"],
+        return dcpattn.flash_attn_varlen_func(self.q, k, v, self.cu_t, shard["used"], shard["bt"],
                                               max(self.qlens), shard["max_used"], **args)
 
 
@@ -206,6 +236,78 @@ def test_mla_balanced_schedule():
     sh = c.shard(1)
     out, lse = c.attention(1, sh, num_splits=dcpattn.SPLITS_BALANCED)
     check("mla balanced", out, lse.T, *c.reference(1), c.dtype)
+
+
+@pytest.mark.parametrize("inter", [1, 16])
+@pytest.mark.parametrize("world", [1, 3])
+def test_fp8_cache(world, inter):
+    """An e4m3 cache (float8_e4m3fn, one scale each for K and V) against attention over the
+    dequantized cache, each rank and merged."""
+    c = Case("gqa", world, inter, seed=300 + 10 * world + inter, fp8=(1,) if inter == 1 else ())
+    outs, lses = [], []
+    for r in range(world):
+        out, lse = c.attention(r, c.shard(r))
+        check("fp8 W=%d I=%d rank %d" % (world, inter, r), out, lse.T, *c.reference(r), c.dtype)
+        outs.append(out)
+        lses.append(lse)
+    merged = dcpattn.merge_states(outs, [l.T for l in lses])
+    check("fp8 W=%d I=%d merged" % (world, inter), merged, None, *c.reference(), c.dtype, 1.5)
+
+
+def test_fp8_cache_per_head_scales_as_bytes():
+    """Per-KV-head scales, the cache given as uint8 with kv_cache_dtype="fp8_e4m3"; fp16 q."""
+    c = Case("gqa", 3, 16, seed=41, dtype=torch.float16, fp8="per head")
+    for r in range(3):
+        out, lse = c.attention(r, c.shard(r), kv_cache_dtype="fp8_e4m3")
+        check("fp8 per head rank %d" % r, out, lse.T, *c.reference(r), c.dtype)
+    with pytest.raises(dcpattn.ArgumentError, match="k_scale is required with an FP8 KV cache"):
+        c.attention(0, c.shard(0), k_scale=None)
+
+
+def test_fp8_graph_replay_with_changed_scales():
+    """The kernel reads the scales when it runs: a captured step replayed after their device
+    values changed computes attention over the cache dequantized with the new ones."""
+    c = Case("gqa", 3, 16, seed=43, fp8="per head")
+    shards = [c.shard(r) for r in range(3)]
+    outs = [torch.empty((c.total_q, c.hq, c.dv), dtype=c.dtype, device=DEV) for _ in range(3)]
+    lses = [torch.empty((c.hq, c.total_q), device=DEV) for _ in range(3)]
+    merged = torch.empty_like(outs[0])
+
+    def step():
+        for r in range(3):
+            c.attention(r, shards[r], out=outs[r], softmax_lse=lses[r])
+        dcpattn.merge_states(outs, [l.T for l in lses], out=merged)
+
+    step()
+    torch.cuda.synchronize()
+    check("fp8 eager", merged, None, *c.reference(), c.dtype, 1.5)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    for fk, fv in ((1.5, 0.25), (0.5, 3.0)):
+        c.ks.mul_(fk)
+        c.vs.mul_(fv)
+        c.dequantize()
+        merged.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        check("fp8 replay, k_scale x%g, v_scale x%g" % (fk, fv), merged, None, *c.reference(), c.dtype, 1.5)
+
+
+def test_steady_state_path_with_pytorch(monkeypatch):
+    """A signature's second call takes the steady-state path (no checks, no plan lookup) and
+    computes what the first computed."""
+    c = Case("gqa", 2, 1, seed=17, fp8=(1,))
+    sh = c.shard(1)
+    general = []
+    prepare = dcpattn._attention.prepare
+    monkeypatch.setattr(dcpattn._attention, "prepare", lambda *a: general.append(1) or prepare(*a))
+    dcpattn.clear_cache()
+    first = c.attention(1, sh)
+    second = c.attention(1, sh)
+    assert len(general) == 1 and len(dcpattn._attention.calls) == 1
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+    assert first[0].data_ptr() != second[0].data_ptr()
 
 
 class DLPackOnly:

@@ -62,6 +62,60 @@ def test_flash_attn_varlen_func_checks(change, message):
     assert str(e.value).startswith("flash_attn_varlen_func: invalid argument (DCPATTN_STATUS_INVALID_ARGUMENT): ")
 
 
+def fp8_attn(**change):
+    kw = dict(k_cache=DL((12, 16, 2, 128), "float8_e4m3fn"), v_cache=DL((12, 16, 2, 128), "float8_e4m3fn"),
+              k_scale=DL((1,), "float32"), v_scale=DL((1,), "float32"), out=DL((6, 8, 128)))
+    kw.update(change)
+    return attn(**kw)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(kv_cache_dtype="fp8_e5m2"), r"kv_cache_dtype = 'fp8_e5m2' is not supported \('auto', 'fp8' or 'fp8_e4m3'\)"),
+    (dict(kv_cache_dtype="fp8", k_cache=DL((12, 16, 2, 128)), v_cache=DL((12, 16, 2, 128))),
+     r"k_cache dtype is bfloat16 with kv_cache_dtype = 'fp8' \(float8_e4m3fn, or uint8 holding e4m3 bytes"),
+    (dict(k_cache=DL((12, 16, 2, 128), "uint8"), v_cache=DL((12, 16, 2, 128), "uint8")),
+     r"k_cache dtype is uint8, q's is bfloat16 \(an e4m3 cache: float8_e4m3fn, or uint8 with kv_cache_dtype"),
+    (dict(v_cache=DL((12, 16, 2, 128), "uint8")), "v_cache dtype is uint8, k_cache's is float8_e4m3fn"),
+    (dict(k_scale=None), r"k_scale is required with an FP8 KV cache: a device float32 array of shape \[1\] or "
+                         r"\[num_kv_heads\] = \[2\]"),
+    (dict(v_scale=0.5), r"v_scale = 0.5: the kernel reads the scale on the device \(a captured graph replays"),
+    (dict(k_scale=DL((1,), "float16")), r"k_scale dtype is float16 \(float32 expected\)"),
+    (dict(k_scale=DL((3,), "float32")), r"k_scale must be \[\], \[1\] or \[num_kv_heads\] = \[2\], got shape \(3,\)"),
+    (dict(k_scale=DL((2, 1), "float32")), r"k_scale must be .* got shape \(2, 1\)"),
+    (dict(k_scale=DL((2,), "float32", strides=(2,)), v_scale=DL((2,), "float32")),
+     r"k_scale must be contiguous \(strides \(2,\)\)"),
+    (dict(v_scale=DL((2,), "float32")), "k_scale is per tensor and v_scale per KV head: give both one scale or both"),
+    (dict(k_scale=DL((1,), "float32", device=(1, 0))), r"k_scale is on DLPack device type 1 \(CPU\)"),
+    (dict(v_scale=DL((1,), "float32", device=(2, 1))), "arrays on different devices: .*v_scale on cuda:1"),
+    (dict(k_descale=DL((2, 2), "float32")), "k_descale is FlashAttention-3's FP8 descale, which dcpattn does not take"),
+    (dict(q=DL((6, 16, 576)), k_cache=DL((4, 64, 1, 576), "float8_e4m3fn"), v_cache=None, out=DL((6, 16, 512))),
+     r"kv_cache_dtype = 'auto': MLA \(head_dim 576\) has no FP8 cache"),
+    (dict(q=DL((6, 16, 576)), k_cache=DL((4, 64, 1, 576), "uint8"), v_cache=None, out=DL((6, 16, 512)),
+          kv_cache_dtype="fp8_e4m3"), "kv_cache_dtype = 'fp8_e4m3': MLA"),
+])
+def test_fp8_checks(change, message):
+    with pytest.raises(ArgumentError, match=message):
+        fp8_attn(**change)
+
+
+def test_fp8_c_checks_through_the_library():
+    """The FP8 cache's strides are multiples of 16 elements (16-byte rows of e4m3)."""
+    library()
+    k = DL((12, 16, 2, 128), "uint8", strides=(16 * 2 * 136, 2 * 136, 136, 1))
+    with pytest.raises(DcpattnError, match="k_stride_h = 136 .*multiple of 16 elements") as e:
+        fp8_attn(k_cache=k, v_cache=DL((12, 16, 2, 128), "uint8"), kv_cache_dtype="fp8")
+    assert e.value.name == "MISALIGNED"
+
+
+def test_scales_are_ignored_with_a_16_bit_cache():
+    """vLLM passes k_scale and v_scale whatever the cache: a 16-bit cache reads neither."""
+    library()
+    with pytest.raises(DcpattnError, match="head_dim = 100") as e:  # the C checks are reached
+        attn(q=DL((6, 8, 100)), k_cache=DL((12, 16, 2, 100)), v_cache=DL((12, 16, 2, 100)), out=DL((6, 8, 100)),
+             k_scale=1.0, v_scale="anything")
+    assert e.value.name == "UNSUPPORTED"
+
+
 def test_mla_reads_v_from_k():
     k = DL((4, 64, 1, 576))
     with pytest.raises(ArgumentError, match="MLA .* v_cache must be None, k_cache or k_cache"):
@@ -158,6 +212,10 @@ kw.update(out=DL((6, 8, 128)), return_softmax_lse=True, softmax_lse=DL((8, 6), "
           window_size=(-1, -1), q_descale=DL((2, 2), "float32"), scheduler_metadata=DL((4,), "int32"), fa_version=3)
 expect_no_driver("gqa", dcpattn.flash_attn_varlen_func, **kw)
 k = DL((4, 64, 1, 576))
+for scales in ((DL((1,), "float32"), DL((), "float32")), (DL((2,), "float32"), DL((2,), "float32"))):
+    kw8 = fakes.attention_inputs(k_cache=DL((12, 16, 2, 128), "uint8"), v_cache=DL((12, 16, 2, 128), "uint8"))
+    expect_no_driver("fp8", dcpattn.flash_attn_varlen_func, **kw8, kv_cache_dtype="fp8", k_scale=scales[0],
+                     v_scale=scales[1], out=DL((6, 8, 128)))
 expect_no_driver("mla", dcpattn.flash_attn_varlen_func, DL((6, 16, 576)), k, None, DL((3,), "int32"),
                  DL((2,), "int32"), DL((2, 4), "int32"), 3, 200, out=DL((6, 16, 512)),
                  num_splits=dcpattn.SPLITS_BALANCED)
@@ -182,7 +240,7 @@ def test_valid_arguments_pass_every_host_check():
                DCPATTN_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
     r = subprocess.run([sys.executable, "-c", _THROUGH], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count(" ok: ") == 9
+    assert r.stdout.count(" ok: ") == 11
 
 
 def test_cai_arrays_take_their_device_from_the_driver(monkeypatch):
