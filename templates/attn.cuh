@@ -86,6 +86,11 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
         return lim;
     }
 
+    // Byte offset in q of 16-byte chunk c of packed row R (0, a valid address, for a row past the
+    // end, whose copy reads nothing).
+    __device__ __forceinline__ long long q_chunk(int h0, int R, int c) const {
+        return R < nrows ? ((long long)token(R) * p.q_st + (long long)head(h0, R) * p.q_sh + c * 8) * 2 : 0;
+    }
     // Query token and head of packed row R.
     __device__ __forceinline__ int token(int R) const { return q_begin + R / GROUP; }
     __device__ __forceinline__ int head(int h0, int R) const { return h0 + R % GROUP; }

@@ -127,6 +127,8 @@ struct GqaTraits {
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
 };
 
+template <class Tr> using GqaCta = AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE>;
+
 namespace gqa_detail {
 
 // XOR applied to the 16-byte chunk index of a row so that the 8 rows one ldmatrix phase
@@ -159,9 +161,120 @@ template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, uns
     }
 }
 
-}  // namespace gqa_detail
+// Stage "load Q": the M_TILE packed rows of the CTA's tile (zero rows past the end) into the Q
+// tile at sQ, as one cp.async group.
+template <class Tr>
+__device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const GqaCta<Tr> &cta, int kvh, unsigned sQ,
+                                            int tid) {
+    constexpr int M_TILE = Tr::M_TILE, CHUNKS = Tr::CHUNKS, THREADS = Tr::THREADS;
+    const char *qb = static_cast<const char *>(p.q);
+#pragma unroll
+    for (int j = 0; j < Tr::Q_LOADS; ++j) {
+        const int idx = tid + j * THREADS;
+        if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
+        const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
+        const bool ok = R < cta.nrows;
+        const long long off = cta.q_chunk(kvh * Tr::GROUP, R, c);
+        cp_async16(sQ + tile_off<Tr, M_TILE>(r, c), qb + off, ok ? 16 : 0);
+    }
+    cp_async_commit();
+}
 
-template <class Tr> using GqaCta = AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE>;
+// Stage "gather": K and V tiles of KV_TILE tokens from the page table into the pipeline's stages
+// at sGK and sGV, one cp.async group per tile. Each warp copies WROWS whole token rows per pass
+// (lane -> 16-byte chunk lane % G_CHUNKS of token lane / G_CHUNKS; lanes past WROWS*G_CHUNKS
+// idle), KV_LOADS passes per tile. One lane per token of the warp looks the token up in the
+// page table one tile ahead (pg, slot) and the copying lanes fetch its page and slot with a
+// shuffle.
+template <class Tr> struct KvGather {
+    static constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS, KV_TILE = Tr::KV_TILE;
+    static constexpr int G_CHUNKS = Tr::G_CHUNKS, KVB = Tr::KV_BYTES;
+    const dcpattn_attn_kparams &p;
+    const int *bt;
+    int ps, ps_shift;
+    bool ps_pow2;
+    int ld_sub, ld_c;  // the token row (of a pass) and chunk this lane copies
+    bool ld_lane;
+    const char *kb, *vb;
+    int lk_tok;  // the token of a tile this lane looks up: pass lane / WROWS, row lane % WROWS
+    bool lk_lane;
+    int warp, kv_begin, cta_hi;
+    unsigned sGK, sGV;
+    int slot, pg;  // slot and page (-1: past the end, zero fill) of lk_tok in the next tile to issue
+
+    __device__ __forceinline__ KvGather(const dcpattn_attn_kparams &p_, const GqaCta<Tr> &cta, int kvh, unsigned sGK_,
+                                        unsigned sGV_, int lane, int warp_)
+        : p(p_) {
+        bt = p.block_table + (long long)cta.b * p.bt_stride;
+        ps = p.page_size;
+        ps_pow2 = (ps & (ps - 1)) == 0;
+        ps_shift = __ffs(ps) - 1;
+        ld_sub = lane / G_CHUNKS;
+        ld_c = lane % G_CHUNKS;
+        ld_lane = ld_sub < WROWS;
+        kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * (16 / KVB)) * KVB;
+        vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * (16 / KVB)) * KVB;
+        lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp_ * WROWS + lane % WROWS;
+        lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
+        warp = warp_;
+        kv_begin = cta.kv_begin;
+        cta_hi = cta.cta_hi;
+        sGK = sGK_;
+        sGV = sGV_;
+    }
+
+    // pg and slot of this lane's lookup token of the tile at key ts
+    __device__ __forceinline__ void fetch_page(int ts) {
+        const int l = ts + lk_tok;
+        pg = -1;
+        slot = 0;
+        if (lk_lane && l < cta_hi) {
+            const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
+            pg = ldg_i32(bt + pi);
+            slot = l - pi * ps;
+        }
+    }
+    // The copies of the tile at key ts (looked up in pg and slot) into stage `stage`.
+    __device__ __forceinline__ void issue_tile(int stage, int ts) {
+        // the lookup lane's token as byte offsets into K and V, computed once per tile and
+        // broadcast to the copying lanes of each pass; a copying lane knows from the token's
+        // index whether it is past the end (zero fill, offset 0 kept as a valid address)
+        long long ko = 0, vo = 0;
+        if (pg >= 0) {
+            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * KVB;
+            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * KVB;
+        }
+#pragma unroll
+        for (int j = 0; j < KV_LOADS; ++j) {
+            const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
+            const long long jko = __shfl_sync(0xffffffffu, ko, src);
+            const long long jvo = __shfl_sync(0xffffffffu, vo, src);
+            const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
+            if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
+            const bool ok = ts + tk < cta_hi;
+            const unsigned so =
+                stage * Tr::G_TILE_BYTES + (Tr::FP8 ? tk * Tr::D + ld_c * 16 : tile_off<Tr, KV_TILE>(tk, ld_c));
+            cp_async16_or_zero(sGK + so, kb + jko, ok);
+            cp_async16_or_zero(sGV + so, vb + jvo, ok);
+        }
+    }
+    // The tile at key ts into stage `stage`, as one group (then fetch_page of the next tile).
+    __device__ __forceinline__ void issue(int stage, int ts) {
+        issue_tile(stage, ts);
+        cp_async_commit();
+    }
+    // Tiles 0 .. STAGES - 2 into their stages.
+    __device__ __forceinline__ void prologue() {
+        fetch_page(kv_begin);
+#pragma unroll
+        for (int s = 0; s < Tr::STAGES - 1; ++s) {
+            issue(s, kv_begin + s * KV_TILE);
+            fetch_page(kv_begin + (s + 1) * KV_TILE);
+        }
+    }
+};
+
+}  // namespace gqa_detail
 
 // One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
 // from the Q load to the written rows. Where the rows go:
@@ -193,84 +306,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
     const unsigned sGK = s_base + Tr::SMEM_GK, sGV = s_base + Tr::SMEM_GV;  // where the gather lands
 
-    // ---- Q tile: M_TILE packed rows, zero rows past the end ----
-    {
-        const char *qb = static_cast<const char *>(p.q);
-#pragma unroll
-        for (int j = 0; j < Tr::Q_LOADS; ++j) {
-            const int idx = tid + j * THREADS;
-            if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
-            const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
-            const bool ok = R < nrows;
-            const long long off =
-                ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(kvh * GROUP, R) * p.q_sh + c * 8) * 2 : 0;
-            cp_async16(sQ + tile_off<Tr, M_TILE>(r, c), qb + off, ok ? 16 : 0);
-        }
-        cp_async_commit();
-    }
+    load_q_tile<Tr>(p, cta, kvh, sQ, tid);
 
-    // ---- K/V tile gather ----
-    // Each warp copies WROWS whole token rows per pass (lane -> 16-byte chunk lane % G_CHUNKS
-    // of token lane / G_CHUNKS; lanes past WROWS*G_CHUNKS idle), KV_LOADS passes per tile. One
-    // lane per token of the warp looks the token up in the page table one tile ahead and
-    // the copying lanes fetch its page and slot with a shuffle.
-    constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS;
-    const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
-    const int ps = p.page_size;
-    const bool ps_pow2 = (ps & (ps - 1)) == 0;
-    const int ps_shift = __ffs(ps) - 1;
-    constexpr int G_CHUNKS = Tr::G_CHUNKS, KVB = Tr::KV_BYTES;
-    const int ld_sub = lane / G_CHUNKS, ld_c = lane % G_CHUNKS;
-    const bool ld_lane = ld_sub < WROWS;
-    const char *kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * (16 / KVB)) * KVB;
-    const char *vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * (16 / KVB)) * KVB;
-    // the token this lane looks up: pass lane / WROWS, row lane % WROWS
-    const int lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp * WROWS + lane % WROWS;
-    const bool lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
-
-    // page (-1: past the end, zero fill) and slot of this lane's lookup token of tile ts
-    auto fetch_page = [&](int ts, int &pg, int &slot) {
-        const int l = ts + lk_tok;
-        pg = -1;
-        slot = 0;
-        if (lk_lane && l < cta_hi) {
-            const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
-            pg = ldg_i32(bt + pi);
-            slot = l - pi * ps;
-        }
-    };
-    auto issue_tile = [&](int stage, int ts, int pg, int slot) {
-        // the lookup lane's token as byte offsets into K and V, computed once per tile and
-        // broadcast to the copying lanes of each pass; a copying lane knows from the token's
-        // index whether it is past the end (zero fill, offset 0 kept as a valid address)
-        long long ko = 0, vo = 0;
-        if (pg >= 0) {
-            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * KVB;
-            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * KVB;
-        }
-#pragma unroll
-        for (int j = 0; j < KV_LOADS; ++j) {
-            const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
-            const long long jko = __shfl_sync(0xffffffffu, ko, src);
-            const long long jvo = __shfl_sync(0xffffffffu, vo, src);
-            const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
-            if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
-            const bool ok = ts + tk < cta_hi;
-            const unsigned so =
-                stage * Tr::G_TILE_BYTES + (Tr::FP8 ? tk * D + ld_c * 16 : tile_off<Tr, KV_TILE>(tk, ld_c));
-            cp_async16_or_zero(sGK + so, kb + jko, ok);
-            cp_async16_or_zero(sGV + so, vb + jvo, ok);
-        }
-    };
-
-    int pg, pslot;
-    fetch_page(kv_begin, pg, pslot);
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        issue_tile(s, kv_begin + s * KV_TILE, pg, pslot);
-        cp_async_commit();
-        fetch_page(kv_begin + (s + 1) * KV_TILE, pg, pslot);
-    }
+    // stage "gather": the first STAGES - 1 tiles go out now, one more per tile of the loop
+    KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, warp);
+    gather.prologue();
 
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
@@ -329,9 +369,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
         {
             const int tn = t + STAGES - 1;
-            issue_tile(tn % STAGES, kv_begin + tn * KV_TILE, pg, pslot);
-            cp_async_commit();
-            fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
+            gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
+            gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
         }
         if constexpr (Tr::FP8) {
             convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
