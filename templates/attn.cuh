@@ -358,6 +358,28 @@ __device__ __forceinline__ float quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// The online-softmax state of the two rows lo and hi a thread holds.
+struct RowState {
+    float m_lo, m_hi, l_lo, l_hi;
+};
+
+// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
+// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
+// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
+// becomes -inf.
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        const int col = col0 + n * 8;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if (col + e >= lim_lo) s[n][e] = neg_inf();
+            if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
+        }
+    }
+}
+
 // Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
 __device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
 

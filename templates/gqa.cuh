@@ -274,6 +274,78 @@ template <class Tr> struct KvGather {
     }
 };
 
+// Where this lane's ldmatrix rows of Q, K and V start (bytes, stage 0, swizzle applied).
+// chunk_xor touches only the low bits of the chunk index, so the swizzled address of chunk
+// pair kk is a per-lane base for kk % XP plus a constant: XP registers per operand.
+template <class Tr> constexpr int GQA_XP = Tr::CHUNKS % 8 == 0 ? 4 : 2;
+template <class Tr> using GqaRows = unsigned[GQA_XP<Tr>];
+// fx: the swizzle of every ldmatrix row of this lane
+template <class Tr>
+__device__ __forceinline__ void operand_rows(GqaRows<Tr> &qa, GqaRows<Tr> &ka, GqaRows<Tr> &va, unsigned sQ, unsigned sK,
+                                             unsigned sV, int lane, int wm, int wn, int fx) {
+    constexpr int ROW_BYTES = Tr::ROW_BYTES, NW = Tr::NW;
+    const unsigned q_row = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
+    const int q_hi = lane >> 4;
+    const unsigned k_row = sK + (wn * NW + (lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
+    const int k_hi = (lane >> 3) & 1;
+    const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
+    const int v_hi = lane >> 4;
+#pragma unroll
+    for (int j = 0; j < GQA_XP<Tr>; ++j) {
+        qa[j] = q_row + (((2 * j + q_hi) ^ fx) << 4);
+        ka[j] = k_row + (((2 * j + k_hi) ^ fx) << 4);
+        va[j] = v_row + (((2 * j + v_hi) ^ fx) << 4);
+    }
+}
+// The address of chunk pair kk of the rows at base.
+template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &base, int kk) {
+    constexpr int XP = GQA_XP<Tr>;
+    return base[kk % XP] + (kk / XP) * XP * 32;
+}
+
+// Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
+template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
+
+// Stage "scores": S = Q K^T of this warp's 16 rows x NW keys of the tile at stage_off, raw
+// (unscaled) in m16n8 accumulator fragments. Q from qf (Q_IN_REGS, wgmma) or the rows at qa,
+// K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
+template <class Tr>
+__device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa,
+                                            const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
+    using T = typename Tr::T;
+    constexpr int D = Tr::D, NW = Tr::NW;
+    constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
+#pragma unroll
+    for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    if constexpr (Tr::WG) {
+        float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
+        fence_regs(sf);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs(sf);
+    } else
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned a[4];
+        if constexpr (Tr::Q_IN_REGS) {
+            a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
+        } else {
+            ldsm_x4(swz<Tr>(qa, kk), a);
+        }
+#pragma unroll
+        for (int nn = 0; nn < NW / 16; ++nn) {
+            unsigned kf[4];
+            ldsm_x4(swz<Tr>(ka, kk) + stage_off + nn * 16 * Tr::ROW_BYTES, kf);
+            mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
+            mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
+        }
+    }
+}
+
 }  // namespace gqa_detail
 
 // One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
@@ -328,36 +400,19 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
 
-    // ldmatrix addresses (bytes, stage 0, chunk 0 before swizzle)
-    const unsigned q_row = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
-    const int q_hi = lane >> 4;
-    const unsigned k_row = sK + (wn * NW + (lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
-    const int k_hi = (lane >> 3) & 1;
-    const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
-    const int v_hi = lane >> 4;
+    GqaRows<Tr> qa, ka, va;
+    operand_rows<Tr>(qa, ka, va, sQ, sK, sV, lane, wm, wn, fx);
 
-    // chunk_xor touches only the low bits of the chunk index, so the swizzled address of
-    // chunk pair kk is a per-lane base for kk % XP plus a constant: XP registers per operand.
-    constexpr int XP = CHUNKS % 8 == 0 ? 4 : 2;
-    unsigned qa[XP], ka[XP], va[XP];
-#pragma unroll
-    for (int j = 0; j < XP; ++j) {
-        qa[j] = q_row + (((2 * j + q_hi) ^ fx) << 4);
-        ka[j] = k_row + (((2 * j + k_hi) ^ fx) << 4);
-        va[j] = v_row + (((2 * j + v_hi) ^ fx) << 4);
-    }
-    auto swz = [](const unsigned (&base)[XP], int kk) { return base[kk % XP] + (kk / XP) * XP * 32; };
-
-    constexpr int QREGS = Tr::Q_IN_REGS ? D / 16 : 1;
-    unsigned qf[QREGS][4];
+    GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
     if constexpr (Tr::WG) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + q_hi), qf[kk]);
+        for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
     } else if constexpr (Tr::Q_IN_REGS) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz(qa, kk), qf[kk]);
+        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
     }
     // wgmma operand descriptors of stage 0: K (K-major) and V (MN-major), 64-channel blocks
     constexpr unsigned KV_BLOCK = KV_TILE * 128;
@@ -383,52 +438,12 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         const int ts = kv_begin + t * KV_TILE;
         const unsigned stage_off = Tr::FP8 ? 0u : (t % STAGES) * Tr::TILE_BYTES;
 
-        // S = Q K^T for this warp's 16 rows x NW keys
         float s[NW / 8][4];
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-        if constexpr (Tr::WG) {
-            float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-            fence_regs(sf);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-                wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
-            wgmma_commit();
-            wgmma_wait0();
-            fence_regs(sf);
-        } else
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned a[4];
-            if constexpr (Tr::Q_IN_REGS) {
-                a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
-            } else {
-                ldsm_x4(swz(qa, kk), a);
-            }
-#pragma unroll
-            for (int nn = 0; nn < NW / 16; ++nn) {
-                unsigned kf[4];
-                ldsm_x4(swz(ka, kk) + stage_off + nn * 16 * ROW_BYTES, kf);
-                mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
-                mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
-            }
-        }
+        scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
 
         // mask keys past each row's limit (only tiles that reach one); scores stay raw until
         // the exponent (scale > 0, so the raw row max is the scaled one's)
-        const bool need_mask = ts + KV_TILE > cta_lo;
-        if (need_mask) {
-#pragma unroll
-            for (int n = 0; n < NW / 8; ++n) {
-                const int col = ts + wn * NW + n * 8 + 2 * q4;
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if (col + e >= lim_lo) s[n][e] = neg_inf();
-                    if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
-                }
-            }
-        }
+        if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
         // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
         float rx_lo = neg_inf(), rx_hi = neg_inf();
@@ -497,7 +512,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 unsigned vf[4];
-                ldsm_x4_trans(swz(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
+                ldsm_x4_trans(swz<Tr>(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
                 mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
                 mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
             }
