@@ -86,6 +86,11 @@ template <int GROUP, int M_TILE, int KV_TILE> struct AttnCta {
         return lim;
     }
 
+    // Byte offset in q of 16-byte chunk c of packed row R (0, a valid address, for a row past the
+    // end, whose copy reads nothing).
+    __device__ __forceinline__ long long q_chunk(int h0, int R, int c) const {
+        return R < nrows ? ((long long)token(R) * p.q_st + (long long)head(h0, R) * p.q_sh + c * 8) * 2 : 0;
+    }
     // Query token and head of packed row R.
     __device__ __forceinline__ int token(int R) const { return q_begin + R / GROUP; }
     __device__ __forceinline__ int head(int h0, int R) const { return h0 + R % GROUP; }
@@ -351,6 +356,28 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The online-softmax state of the two rows lo and hi a thread holds.
+struct RowState {
+    float m_lo, m_hi, l_lo, l_hi;
+};
+
+// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
+// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
+// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
+// becomes -inf.
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        const int col = col0 + n * 8;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if (col + e >= lim_lo) s[n][e] = neg_inf();
+            if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
+        }
+    }
 }
 
 // Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.

@@ -138,6 +138,8 @@ struct GqaTraits {
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
 };
 
+template <class Tr> using GqaCta = AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE>;
+
 namespace gqa_detail {
 
 // XOR applied to the 16-byte chunk index of a row so that the 8 rows one ldmatrix phase
@@ -223,9 +225,224 @@ template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, uns
     }
 }
 
-}  // namespace gqa_detail
+// Stage "load Q": the M_TILE packed rows of the CTA's tile (zero rows past the end) into the Q
+// tile at sQ, as one cp.async group.
+template <class Tr>
+__device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const GqaCta<Tr> &cta, int kvh, unsigned sQ,
+                                            int tid) {
+    constexpr int M_TILE = Tr::M_TILE, CHUNKS = Tr::CHUNKS, THREADS = Tr::THREADS;
+    const char *qb = static_cast<const char *>(p.q);
+#pragma unroll
+    for (int j = 0; j < Tr::Q_LOADS; ++j) {
+        const int idx = tid + j * THREADS;
+        if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
+        const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
+        const bool ok = R < cta.nrows;
+        const long long off = cta.q_chunk(kvh * Tr::GROUP, R, c);
+        cp_async16(sQ + tile_off<Tr, M_TILE>(r, c), qb + off, ok ? 16 : 0);
+    }
+    cp_async_commit();
+}
 
-template <class Tr> using GqaCta = AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE>;
+// Stage "gather": K and V tiles of KV_TILE tokens from the page table into the pipeline's stages
+// at sGK and sGV, one cp.async group per tile. Each warp copies WROWS whole token rows per pass
+// (lane -> 16-byte chunk lane % G_CHUNKS of token lane / G_CHUNKS; lanes past WROWS*G_CHUNKS
+// idle), KV_LOADS passes per tile. One lane per token of the warp looks the token up in the
+// page table one tile ahead (pg, slot) and the copying lanes fetch its page and slot with a
+// shuffle.
+template <class Tr> struct KvGather {
+    static constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS, KV_TILE = Tr::KV_TILE;
+    static constexpr int G_CHUNKS = Tr::G_CHUNKS, KVB = Tr::KV_BYTES;
+    const dcpattn_attn_kparams &p;
+    const int *bt;
+    int ps, ps_shift;
+    bool ps_pow2;
+    int ld_sub, ld_c;  // the token row (of a pass) and chunk this lane copies
+    bool ld_lane;
+    const char *kb, *vb;
+    int lk_tok;  // the token of a tile this lane looks up: pass lane / WROWS, row lane % WROWS
+    bool lk_lane;
+    int warp, kv_begin, cta_hi;
+    unsigned sGK, sGV;
+    int slot, pg;  // slot and page (-1: past the end, zero fill) of lk_tok in the next tile to issue
+
+    __device__ __forceinline__ KvGather(const dcpattn_attn_kparams &p_, const GqaCta<Tr> &cta, int kvh, unsigned sGK_,
+                                        unsigned sGV_, int lane, int warp_)
+        : p(p_) {
+        bt = p.block_table + (long long)cta.b * p.bt_stride;
+        ps = p.page_size;
+        ps_pow2 = (ps & (ps - 1)) == 0;
+        ps_shift = __ffs(ps) - 1;
+        ld_sub = lane / G_CHUNKS;
+        ld_c = lane % G_CHUNKS;
+        ld_lane = ld_sub < WROWS;
+        kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * (16 / KVB)) * KVB;
+        vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * (16 / KVB)) * KVB;
+        lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp_ * WROWS + lane % WROWS;
+        lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
+        warp = warp_;
+        kv_begin = cta.kv_begin;
+        cta_hi = cta.cta_hi;
+        sGK = sGK_;
+        sGV = sGV_;
+    }
+
+    // pg and slot of this lane's lookup token of the tile at key ts
+    __device__ __forceinline__ void fetch_page(int ts) {
+        const int l = ts + lk_tok;
+        pg = -1;
+        slot = 0;
+        if (lk_lane && l < cta_hi) {
+            const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
+            pg = ldg_i32(bt + pi);
+            slot = l - pi * ps;
+        }
+    }
+    // The copies of the tile at key ts (looked up in pg and slot) into stage `stage`.
+    __device__ __forceinline__ void issue_tile(int stage, int ts) {
+        // the lookup lane's token as byte offsets into K and V, computed once per tile and
+        // broadcast to the copying lanes of each pass; a copying lane knows from the token's
+        // index whether it is past the end (zero fill, offset 0 kept as a valid address)
+        long long ko = 0, vo = 0;
+        if (pg >= 0) {
+            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * KVB;
+            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * KVB;
+        }
+#pragma unroll
+        for (int j = 0; j < KV_LOADS; ++j) {
+            const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
+            const long long jko = __shfl_sync(0xffffffffu, ko, src);
+            const long long jvo = __shfl_sync(0xffffffffu, vo, src);
+            const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
+            if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
+            const bool ok = ts + tk < cta_hi;
+            const unsigned so =
+                stage * Tr::G_TILE_BYTES + g_off<Tr>(tk, ld_c);
+            cp_async16_or_zero(sGK + so, kb + jko, ok);
+            cp_async16_or_zero(sGV + so, vb + jvo, ok);
+        }
+    }
+    // The tile at key ts into stage `stage`, as one group (then fetch_page of the next tile).
+    __device__ __forceinline__ void issue(int stage, int ts) {
+        issue_tile(stage, ts);
+        cp_async_commit();
+    }
+    // Tiles 0 .. STAGES - 2 into their stages.
+    __device__ __forceinline__ void prologue() {
+        fetch_page(kv_begin);
+#pragma unroll
+        for (int s = 0; s < Tr::STAGES - 1; ++s) {
+            issue(s, kv_begin + s * KV_TILE);
+            fetch_page(kv_begin + (s + 1) * KV_TILE);
+        }
+    }
+};
+
+// Where this lane's ldmatrix rows of Q, K and V start (bytes, stage 0, swizzle applied).
+// chunk_xor touches only the low bits of the chunk index, so the swizzled address of chunk
+// pair kk is a per-lane base for kk % XP plus a constant: XP registers per operand.
+template <class Tr> constexpr int GQA_XP = Tr::CHUNKS % 8 == 0 ? 4 : 2;
+template <class Tr> using GqaRows = unsigned[GQA_XP<Tr>];
+// fx: the swizzle of every ldmatrix row of this lane
+template <class Tr>
+__device__ __forceinline__ void operand_rows(GqaRows<Tr> &qa, GqaRows<Tr> &ka, GqaRows<Tr> &va, unsigned sQ, unsigned sK,
+                                             unsigned sV, int lane, int wm, int wn, int fx) {
+    constexpr int ROW_BYTES = Tr::ROW_BYTES, NW = Tr::NW;
+    const unsigned q_row = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
+    const int q_hi = lane >> 4;
+    const unsigned k_row = sK + (wn * NW + (lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
+    const int k_hi = (lane >> 3) & 1;
+    const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
+    const int v_hi = lane >> 4;
+#pragma unroll
+    for (int j = 0; j < GQA_XP<Tr>; ++j) {
+        qa[j] = q_row + (((2 * j + q_hi) ^ fx) << 4);
+        ka[j] = k_row + (((2 * j + k_hi) ^ fx) << 4);
+        va[j] = v_row + (((2 * j + v_hi) ^ fx) << 4);
+    }
+}
+// The address of chunk pair kk of the rows at base.
+template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &base, int kk) {
+    constexpr int XP = GQA_XP<Tr>;
+    return base[kk % XP] + (kk / XP) * XP * 32;
+}
+
+// Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
+template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
+
+// Stage "scores": S = Q K^T of this warp's 16 rows x NW keys of the tile at stage_off, raw
+// (unscaled) in m16n8 accumulator fragments. Q from qf (Q_IN_REGS, wgmma) or the rows at qa,
+// K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
+template <class Tr>
+__device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa,
+                                            const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
+    using T = typename Tr::T;
+    constexpr int D = Tr::D, NW = Tr::NW;
+    constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
+#pragma unroll
+    for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    if constexpr (Tr::WG) {
+        float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
+        fence_regs(sf);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs(sf);
+    } else
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned a[4];
+        if constexpr (Tr::Q_IN_REGS) {
+            a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
+        } else {
+            ldsm_x4(swz<Tr>(qa, kk), a);
+        }
+#pragma unroll
+        for (int nn = 0; nn < NW / 16; ++nn) {
+            unsigned kf[4];
+            ldsm_x4(swz<Tr>(ka, kk) + stage_off + nn * 16 * Tr::ROW_BYTES, kf);
+            mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
+            mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
+        }
+    }
+}
+
+// Stage "scores" on FRAG8 tiles (see q_frag8): per 32-channel block, Q's two k16 fragments
+// (from qf, or the Q tile at row q_row) and, per 8 keys, one 8-byte load of e4m3 bytes from
+// the K stage at stage_off, turned into the two steps' B operands.
+template <class Tr>
+__device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned sQ,
+                                                  int q_row, int c, unsigned k8_row, int k8_x, unsigned stage_off) {
+    using T = typename Tr::T;
+    constexpr int D = Tr::D, NW = Tr::NW;
+#pragma unroll
+    for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int blk = 0; blk < D / 32; ++blk) {
+        unsigned a0[4], a1[4];
+        if constexpr (Tr::Q_IN_REGS) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a0[i] = qf[2 * blk][i], a1[i] = qf[2 * blk + 1][i];
+        } else {
+            q_frag8<Tr>(sQ, q_row, blk, c, a0, a1);
+        }
+        const unsigned kb8 = k8_row + stage_off + (((2 * blk + (c >> 1)) ^ k8_x) << 4);
+#pragma unroll
+        for (int n = 0; n < NW / 8; ++n) {
+            unsigned w0, w1, b[4];
+            ld_shared_u2(kb8 + n * 8 * D, w0, w1);
+            e4m3x4_to<T>(w0, b[0], b[1]);
+            e4m3x4_to<T>(w1, b[2], b[3]);
+            mma16816<T>(s[n], a0, b[0], b[1]);
+            mma16816<T>(s[n], a1, b[2], b[3]);
+        }
+    }
+}
+
+}  // namespace gqa_detail
 
 // One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
 // from the Q load to the written rows. Where the rows go:
@@ -257,84 +474,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const unsigned sQ = s_base + Tr::SMEM_Q, sK = s_base + Tr::SMEM_K, sV = s_base + Tr::SMEM_V;
     const unsigned sGK = s_base + Tr::SMEM_GK, sGV = s_base + Tr::SMEM_GV;  // where the gather lands
 
-    // ---- Q tile: M_TILE packed rows, zero rows past the end ----
-    {
-        const char *qb = static_cast<const char *>(p.q);
-#pragma unroll
-        for (int j = 0; j < Tr::Q_LOADS; ++j) {
-            const int idx = tid + j * THREADS;
-            if (Tr::Q_LOADS * THREADS > M_TILE * CHUNKS && idx >= M_TILE * CHUNKS) break;
-            const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
-            const bool ok = R < nrows;
-            const long long off =
-                ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(kvh * GROUP, R) * p.q_sh + c * 8) * 2 : 0;
-            cp_async16(sQ + tile_off<Tr, M_TILE>(r, c), qb + off, ok ? 16 : 0);
-        }
-        cp_async_commit();
-    }
+    load_q_tile<Tr>(p, cta, kvh, sQ, tid);
 
-    // ---- K/V tile gather ----
-    // Each warp copies WROWS whole token rows per pass (lane -> 16-byte chunk lane % G_CHUNKS
-    // of token lane / G_CHUNKS; lanes past WROWS*G_CHUNKS idle), KV_LOADS passes per tile. One
-    // lane per token of the warp looks the token up in the page table one tile ahead and
-    // the copying lanes fetch its page and slot with a shuffle.
-    constexpr int WROWS = Tr::WROWS, KV_LOADS = Tr::KV_LOADS;
-    const int *bt = p.block_table + (long long)cta.b * p.bt_stride;
-    const int ps = p.page_size;
-    const bool ps_pow2 = (ps & (ps - 1)) == 0;
-    const int ps_shift = __ffs(ps) - 1;
-    constexpr int G_CHUNKS = Tr::G_CHUNKS, KVB = Tr::KV_BYTES;
-    const int ld_sub = lane / G_CHUNKS, ld_c = lane % G_CHUNKS;
-    const bool ld_lane = ld_sub < WROWS;
-    const char *kb = static_cast<const char *>(p.k) + ((long long)kvh * p.k_sh + ld_c * (16 / KVB)) * KVB;
-    const char *vb = static_cast<const char *>(p.v) + ((long long)kvh * p.v_sh + ld_c * (16 / KVB)) * KVB;
-    // the token this lane looks up: pass lane / WROWS, row lane % WROWS
-    const int lk_tok = (lane / WROWS) * (Tr::WARPS * WROWS) + warp * WROWS + lane % WROWS;
-    const bool lk_lane = lane < KV_LOADS * WROWS && lk_tok < KV_TILE;
-
-    // page (-1: past the end, zero fill) and slot of this lane's lookup token of tile ts
-    auto fetch_page = [&](int ts, int &pg, int &slot) {
-        const int l = ts + lk_tok;
-        pg = -1;
-        slot = 0;
-        if (lk_lane && l < cta_hi) {
-            const int pi = ps_pow2 ? (l >> ps_shift) : (l / ps);
-            pg = ldg_i32(bt + pi);
-            slot = l - pi * ps;
-        }
-    };
-    auto issue_tile = [&](int stage, int ts, int pg, int slot) {
-        // the lookup lane's token as byte offsets into K and V, computed once per tile and
-        // broadcast to the copying lanes of each pass; a copying lane knows from the token's
-        // index whether it is past the end (zero fill, offset 0 kept as a valid address)
-        long long ko = 0, vo = 0;
-        if (pg >= 0) {
-            ko = ((long long)pg * p.k_sp + (long long)slot * p.k_st) * KVB;
-            vo = ((long long)pg * p.v_sp + (long long)slot * p.v_st) * KVB;
-        }
-#pragma unroll
-        for (int j = 0; j < KV_LOADS; ++j) {
-            const int src = j * WROWS + (ld_sub < WROWS ? ld_sub : 0);
-            const long long jko = __shfl_sync(0xffffffffu, ko, src);
-            const long long jvo = __shfl_sync(0xffffffffu, vo, src);
-            const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
-            if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
-            const bool ok = ts + tk < cta_hi;
-            const unsigned so =
-                stage * Tr::G_TILE_BYTES + g_off<Tr>(tk, ld_c);
-            cp_async16_or_zero(sGK + so, kb + jko, ok);
-            cp_async16_or_zero(sGV + so, vb + jvo, ok);
-        }
-    };
-
-    int pg, pslot;
-    fetch_page(kv_begin, pg, pslot);
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        issue_tile(s, kv_begin + s * KV_TILE, pg, pslot);
-        cp_async_commit();
-        fetch_page(kv_begin + (s + 1) * KV_TILE, pg, pslot);
-    }
+    // stage "gather": the first STAGES - 1 tiles go out now, one more per tile of the loop
+    KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, warp);
+    gather.prologue();
 
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
@@ -352,39 +496,22 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
 
-    // ldmatrix addresses (bytes, stage 0, chunk 0 before swizzle)
-    const unsigned q_row = sQ + (wm * 16 + (lane & 15)) * ROW_BYTES;
-    const int q_hi = lane >> 4;
-    const unsigned k_row = sK + (wn * NW + (lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
-    const int k_hi = (lane >> 3) & 1;
-    const unsigned v_row = sV + (wn * NW + (lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
-    const int v_hi = lane >> 4;
+    GqaRows<Tr> qa, ka, va;
+    operand_rows<Tr>(qa, ka, va, sQ, sK, sV, lane, wm, wn, fx);
 
-    // chunk_xor touches only the low bits of the chunk index, so the swizzled address of
-    // chunk pair kk is a per-lane base for kk % XP plus a constant: XP registers per operand.
-    constexpr int XP = CHUNKS % 8 == 0 ? 4 : 2;
-    unsigned qa[XP], ka[XP], va[XP];
-#pragma unroll
-    for (int j = 0; j < XP; ++j) {
-        qa[j] = q_row + (((2 * j + q_hi) ^ fx) << 4);
-        ka[j] = k_row + (((2 * j + k_hi) ^ fx) << 4);
-        va[j] = v_row + (((2 * j + v_hi) ^ fx) << 4);
-    }
-    auto swz = [](const unsigned (&base)[XP], int kk) { return base[kk % XP] + (kk / XP) * XP * 32; };
-
-    constexpr int QREGS = Tr::Q_IN_REGS ? D / 16 : 1;
-    unsigned qf[QREGS][4];
+    GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
     if constexpr (Tr::WG) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + q_hi), qf[kk]);
+        for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
     } else if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int blk = 0; blk < D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
     } else if constexpr (Tr::Q_IN_REGS) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz(qa, kk), qf[kk]);
+        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
     }
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
@@ -402,9 +529,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
         {
             const int tn = t + STAGES - 1;
-            issue_tile(tn % STAGES, kv_begin + tn * KV_TILE, pg, pslot);
-            cp_async_commit();
-            fetch_page(kv_begin + (tn + 1) * KV_TILE, pg, pslot);
+            gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
+            gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
         }
         if constexpr (Tr::FP8 && !Tr::FRAG8) {
             convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
@@ -417,73 +543,13 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         const int ts = kv_begin + t * KV_TILE;
         const unsigned stage_off = Tr::FP8 && !Tr::FRAG8 ? 0u : (t % STAGES) * Tr::G_TILE_BYTES;
 
-        // S = Q K^T for this warp's 16 rows x NW keys
         float s[NW / 8][4];
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-        if constexpr (Tr::WG) {
-            float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-            fence_regs(sf);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-                wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
-            wgmma_commit();
-            wgmma_wait0();
-            fence_regs(sf);
-        } else if constexpr (Tr::FRAG8) {
-#pragma unroll
-            for (int blk = 0; blk < D / 32; ++blk) {
-                unsigned a0[4], a1[4];
-                if constexpr (Tr::Q_IN_REGS) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) a0[i] = qf[2 * blk][i], a1[i] = qf[2 * blk + 1][i];
-                } else {
-                    q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, a0, a1);
-                }
-                const unsigned kb8 = k8_row + stage_off + (((2 * blk + (q4 >> 1)) ^ k8_x) << 4);
-#pragma unroll
-                for (int n = 0; n < NW / 8; ++n) {
-                    unsigned w0, w1, b[4];
-                    ld_shared_u2(kb8 + n * 8 * D, w0, w1);
-                    e4m3x4_to<T>(w0, b[0], b[1]);
-                    e4m3x4_to<T>(w1, b[2], b[3]);
-                    mma16816<T>(s[n], a0, b[0], b[1]);
-                    mma16816<T>(s[n], a1, b[2], b[3]);
-                }
-            }
-        } else
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned a[4];
-            if constexpr (Tr::Q_IN_REGS) {
-                a[0] = qf[kk][0]; a[1] = qf[kk][1]; a[2] = qf[kk][2]; a[3] = qf[kk][3];
-            } else {
-                ldsm_x4(swz(qa, kk), a);
-            }
-#pragma unroll
-            for (int nn = 0; nn < NW / 16; ++nn) {
-                unsigned kf[4];
-                ldsm_x4(swz(ka, kk) + stage_off + nn * 16 * ROW_BYTES, kf);
-                mma16816<T>(s[2 * nn], a, kf[0], kf[1]);
-                mma16816<T>(s[2 * nn + 1], a, kf[2], kf[3]);
-            }
-        }
+        if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
+        else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
 
         // mask keys past each row's limit (only tiles that reach one); scores stay raw until
         // the exponent (scale > 0, so the raw row max is the scaled one's)
-        const bool need_mask = ts + KV_TILE > cta_lo;
-        if (need_mask) {
-#pragma unroll
-            for (int n = 0; n < NW / 8; ++n) {
-                const int col = ts + wn * NW + n * 8 + 2 * q4;
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if (col + e >= lim_lo) s[n][e] = neg_inf();
-                    if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
-                }
-            }
-        }
+        if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
         // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
         float rx_lo = neg_inf(), rx_hi = neg_inf();
@@ -567,7 +633,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
                 for (int dd = 0; dd < D / 16; ++dd) {
                     unsigned vf[4];
-                    ldsm_x4_trans(swz(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
+                    ldsm_x4_trans(swz<Tr>(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
                     mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
                     mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
                 }
