@@ -465,7 +465,8 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                 _issue(plan, (batch, q.data_ptr(), q0, q1, kp, k0, k1, k2, vp, v0, v1, v2, pages,
                               block_table.data_ptr(), bts, cu_seqlens_q.data_ptr(), seqused_k.data_ptr(),
                               0 if cp_tot_seqused_k is None else cp_tot_seqused_k.data_ptr(), out.data_ptr(), o0, o1,
-                              lp, l0, l1, k_scale.data_ptr() if fp8 else 0, v_scale.data_ptr() if fp8 else 0), strm)
+                              lp, l0, l1, k_scale.data_ptr() if fp8 else 0, v_scale.data_ptr() if fp8 else 0,
+                              0, 0, 0, 0), strm)  # no sparse top-k ids, counts or sinks
                 return (out, softmax_lse) if return_softmax_lse else out
     p = prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
                 causal, return_softmax_lse, cp_world_size, cp_rank, cp_tot_seqused_k, cp_kv_cache_interleave_size,
