@@ -363,6 +363,18 @@ struct RowState {
     float m_lo, m_hi, l_lo, l_hi;
 };
 
+// O (accumulator fragments of the thread's rows lo and hi, the layout of mask_scores) scaled per
+// row.
+template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= a_lo;
+        o[i][1] *= a_lo;
+        o[i][2] *= a_hi;
+        o[i][3] *= a_hi;
+    }
+}
+
 // Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
 // mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
 // thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit

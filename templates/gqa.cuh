@@ -579,15 +579,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         l_lo = l_lo * al_lo + sum_lo;
         l_hi = l_hi * al_hi + sum_hi;
         // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
-        if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) {
-#pragma unroll
-            for (int i = 0; i < D / 8; ++i) {
-                o[i][0] *= al_lo;
-                o[i][1] *= al_lo;
-                o[i][2] *= al_hi;
-                o[i][3] *= al_hi;
-            }
-        }
+        if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) scale_rows(o, al_lo, al_hi);
 
         // O += P V
         if constexpr (Tr::WG) {
@@ -653,8 +645,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     cp_async_wait<0>();
     if constexpr (Tr::FP8) {
         const float vs = p.v_scale[sc_i];
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) o[i][0] *= vs, o[i][1] *= vs, o[i][2] *= vs, o[i][3] *= vs;
+        scale_rows(o, vs, vs);
     }
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
