@@ -6,6 +6,11 @@
    - the reference's DCP identity: the W ranks' partials (sinks on rank 0 only) merged equal
      unsharded sparse attention with the sink, for W in {1, 2, 3, 8}, I in {1, 3, 64, page},
      ids with -1, ids past the length, repeats, per-token counts, tokens keeping nothing;
+   - the reference against the dense one (ref_attn, code of its own) to 1e-12: each token's ids
+     the causal prefix in order with -1 and ids past the length among them, every rank of W in
+     {1, 2, 3}, bf16, fp16 and 656-byte rows whose quantization is exact, exact and
+     input-precision math, the sink as documented (an error every rank shares, such as a wrong
+     sign in the scores, keeps the DCP identity and fails here);
    - validation: each bad sparse descriptor or argument is rejected naming the field, good ones
      pass, and the generator's selection accepts exactly the descriptors the header accepts. */
 #define DCPATTN_IMPLEMENTATION
@@ -17,6 +22,72 @@
 static uint64_t seed = 12345;
 
 static int rnd(int n) { return (int)(ref_rand_u64(&seed) % (uint64_t)n); }
+
+/* Shard r of W of B global sequences of MLA rows: NaN in unused slots, one spare page. */
+static int shard_of(ref_shard *sh, int W, int r, int I, int ps, int dtype, int B, const int64_t *L,
+                    const uint16_t *const *kg) {
+    ref_shard_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.hkv = 1;
+    sp.dqk = REF_SPARSE_DQK;
+    sp.page_size = ps;
+    sp.world = W;
+    sp.rank = r;
+    sp.interleave = I;
+    sp.fill = dtype == REF_FP16 ? REF_FP16_NAN : REF_BF16_NAN;
+    sp.extra_pages = 1;
+    sp.seed = ref_rand_u64(&seed);
+    sp.v_alias_k = 1;
+    if (ref_shard_build(sh, &sp, B, L, kg, NULL) == 0) return 1;
+    CHECK(0, "shard W=%d r=%d I=%d ps=%d: %s", W, r, I, ps, ref_error());
+    return 0;
+}
+
+/* Sparse MLA reference parameters for rank r of W. */
+static ref_attn_params params_of(int hq, int ps, int dtype, int W, int r, int I) {
+    ref_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.hq = hq;
+    p.hkv = 1;
+    p.dqk = REF_SPARSE_DQK;
+    p.dv = REF_SPARSE_DV;
+    p.page_size = ps;
+    p.world = W;
+    p.rank = r;
+    p.interleave = I;
+    p.dtype = dtype;
+    return p;
+}
+
+/* The sparse inputs over shard sh: its bf16/fp16 cache, or (fp8) the same rows in the 656-byte
+   layout, 0xff where unused, returned in *c8 for the caller to free. */
+static void inputs_of(ref_sparse_inputs *in, const ref_shard *sh, int ps, int fp8, uint8_t **c8, int B,
+                      const uint16_t *q, const int32_t *cu, const int32_t *ids, int64_t stride, int topk) {
+    int64_t n;
+    memset(in, 0, sizeof *in);
+    in->batch = B;
+    in->q = q;
+    in->cache = sh->k_cache;
+    *c8 = NULL;
+    if (fp8) {
+        *c8 = (uint8_t *)malloc((size_t)(sh->num_pages * ps * REF_FP8DS_ROW));
+        memset(*c8, 0xff, (size_t)(sh->num_pages * ps * REF_FP8DS_ROW));
+        for (n = 0; n < sh->num_pages * ps; n++)
+            if (!isnan(ref_bf16_to_float(sh->k_cache[n * REF_SPARSE_DQK])))
+                ref_fp8ds_quantize(sh->k_cache + n * REF_SPARSE_DQK, *c8 + n * REF_FP8DS_ROW);
+        in->cache = *c8;
+        in->cache_type = REF_FP8DS;
+    }
+    in->num_pages = sh->num_pages;
+    in->block_table = sh->block_table;
+    in->block_table_stride = sh->block_table_stride;
+    in->cu_seqlens_q = cu;
+    in->seqused_k = sh->seqused_k;
+    in->seqused_k_global = sh->seqused_k_global;
+    in->ids = ids;
+    in->ids_stride = stride;
+    in->topk = topk;
+}
 
 /* ---- mapping ---- */
 static void test_mapping(void) {
@@ -48,7 +119,6 @@ static void test_mapping(void) {
         const int64_t L = 1 + rnd(4000);
         uint16_t *kg = (uint16_t *)calloc((size_t)L * REF_SPARSE_DQK, 2);
         const uint16_t *kgc[1];
-        ref_shard_params sp;
         ref_shard sh;
         int64_t g, bad = 0, kept = 0;
         for (g = 0; g < L; g++) {
@@ -56,19 +126,7 @@ static void test_mapping(void) {
             kg[g * REF_SPARSE_DQK + 1] = ref_float_to_bf16((float)(g / 256));
         }
         kgc[0] = kg;
-        memset(&sp, 0, sizeof sp);
-        sp.hkv = 1;
-        sp.dqk = REF_SPARSE_DQK;
-        sp.page_size = ps;
-        sp.world = W;
-        sp.rank = r;
-        sp.interleave = I;
-        sp.fill = REF_BF16_NAN;
-        sp.extra_pages = 1;
-        sp.seed = ref_rand_u64(&seed);
-        sp.v_alias_k = 1;
-        if (ref_shard_build(&sh, &sp, 1, &L, kgc, NULL) != 0) {
-            CHECK(0, "shard: %s", ref_error());
+        if (!shard_of(&sh, W, r, I, ps, REF_BF16, 1, &L, kgc)) {
             free(kg);
             continue;
         }
@@ -164,65 +222,19 @@ static void test_identity(void) {
         q = (uint16_t *)malloc(2 * (size_t)(total_q * hq * REF_SPARSE_DQK));
         ref_fill_uniform(q, total_q * hq * REF_SPARSE_DQK, REF_BF16, 2.0, &seed);
         for (i = 0; i < hq; i++) sinks[i] = i == 3 ? -INFINITY : (float)(ref_rand_uniform(&seed) * 4);
-        memset(&p, 0, sizeof p);
-        p.hq = hq;
-        p.hkv = 1;
-        p.dqk = REF_SPARSE_DQK;
-        p.dv = REF_SPARSE_DV;
-        p.page_size = ps;
-        p.dtype = REF_BF16;
         uo = (double *)malloc(sizeof(double) * (size_t)(total_q * hq * REF_SPARSE_DV));
         ul = (double *)malloc(sizeof(double) * (size_t)(total_q * hq));
         mo = (double *)malloc(sizeof(double) * (size_t)(total_q * hq * REF_SPARSE_DV));
         ml = (double *)malloc(sizeof(double) * (size_t)(total_q * hq));
         for (r = -1; r < W; r++) { /* r = -1: unsharded */
-            ref_shard_params sp;
             ref_shard sh;
             ref_sparse_inputs in;
-            uint8_t *c8 = NULL;
-            int64_t n;
-            memset(&sp, 0, sizeof sp);
-            sp.hkv = 1;
-            sp.dqk = REF_SPARSE_DQK;
-            sp.page_size = ps;
-            sp.world = r < 0 ? 1 : W;
-            sp.rank = r < 0 ? 0 : r;
-            sp.interleave = I;
-            sp.fill = REF_BF16_NAN;
-            sp.extra_pages = 1;
-            sp.seed = ref_rand_u64(&seed);
-            sp.v_alias_k = 1;
-            if (ref_shard_build(&sh, &sp, B, L, kgc, NULL) != 0) {
-                CHECK(0, "shard: %s", ref_error());
-                break;
-            }
-            memset(&in, 0, sizeof in);
-            in.batch = B;
-            in.q = q;
-            in.cache = sh.k_cache;
-            if (fp8) {
-                c8 = (uint8_t *)malloc((size_t)(sh.num_pages * ps * REF_FP8DS_ROW));
-                memset(c8, 0xff, (size_t)(sh.num_pages * ps * REF_FP8DS_ROW));
-                for (n = 0; n < sh.num_pages * ps; n++)
-                    if (!isnan(ref_bf16_to_float(sh.k_cache[n * REF_SPARSE_DQK])))
-                        ref_fp8ds_quantize(sh.k_cache + n * REF_SPARSE_DQK, c8 + n * REF_FP8DS_ROW);
-                in.cache = c8;
-                in.cache_type = REF_FP8DS;
-            }
-            in.num_pages = sh.num_pages;
-            in.block_table = sh.block_table;
-            in.block_table_stride = sh.block_table_stride;
-            in.cu_seqlens_q = cu;
-            in.seqused_k = sh.seqused_k;
-            in.seqused_k_global = sh.seqused_k_global;
-            in.ids = ids;
-            in.ids_stride = stride;
-            in.topk = topk;
+            uint8_t *c8;
+            if (!shard_of(&sh, r < 0 ? 1 : W, r < 0 ? 0 : r, I, ps, REF_BF16, B, L, kgc)) break;
+            inputs_of(&in, &sh, ps, fp8, &c8, B, q, cu, ids, stride, topk);
             in.counts = it % 2 ? counts : NULL;
             in.sinks = r <= 0 ? sinks : NULL;
-            p.world = sp.world;
-            p.rank = sp.rank;
-            p.interleave = I;
+            p = params_of(hq, ps, REF_BF16, r < 0 ? 1 : W, r < 0 ? 0 : r, I);
             if (r < 0) {
                 CHECK(ref_sparse_attn(&p, &in, uo, ul) == 0, "ref unsharded: %s", ref_error());
             } else {
@@ -253,6 +265,108 @@ static void test_identity(void) {
         for (b = 0; b < B; b++) free(kg[b]);
         free(ids), free(counts), free(q), free(uo), free(ul), free(mo), free(ml);
     }
+}
+
+/* ---- the sparse reference against the dense one (ref_attn: its own code) ---- */
+/* Keys whose 656-byte quantization is exact: e4m3 values times a power of two per 128-value
+   block, each block holding its amax 448 * 2^k (scale 2^k); the dequantized row is the row. */
+static void fill_fp8_exact(uint16_t *k, int64_t rows) {
+    int64_t t;
+    int blk, d;
+    for (t = 0; t < rows; t++) {
+        uint16_t *row = k + t * REF_SPARSE_DQK;
+        for (blk = 0; blk < 4; blk++) {
+            const int e = rnd(9) - 8;
+            for (d = 0; d < 128; d++) {
+                int c = rnd(0xff);
+                if ((c & 0x7f) == 0x7f) c = 0x30; /* not NaN */
+                row[blk * 128 + d] = ref_float_to_bf16((float)ldexp(ref_e4m3_to_double((uint8_t)c), e));
+            }
+            row[blk * 128 + rnd(128)] = ref_float_to_bf16((float)ldexp(rnd(2) ? 448 : -448, e));
+        }
+        ref_fill_uniform(row + 512, 64, REF_BF16, 1.0, &seed);
+    }
+}
+static void test_dense(void) {
+    int it, compared = 0;
+    for (it = 0; it < 16; it++) {
+        const int W = 1 + it % 3, ps = it % 2 ? 16 : 64, I = it % 4 == 0 ? 1 : it % 4 == 1 ? 3 : it % 4 == 2 ? 64 : ps;
+        const int dtype = it % 5 == 4 ? REF_FP16 : REF_BF16, fp8 = dtype == REF_BF16 && it % 2, hq = 3;
+        const int q_len = 1 + rnd(3), sinks_on = it % 3 == 1;
+        const int64_t L = q_len + rnd(300), topk = 2 * L + 2;
+        uint16_t *kg = (uint16_t *)malloc(2 * (size_t)(L * REF_SPARSE_DQK)), *q;
+        const uint16_t *kgc[1];
+        int32_t cu[2], *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(q_len * topk));
+        float sinks[3] = {1.5f, -INFINITY, -2.0f};
+        double *uo, *ul, *so, *sl;
+        int i, r, lowp;
+        int64_t g, j;
+        if (fp8) fill_fp8_exact(kg, L);
+        else ref_fill_uniform(kg, L * REF_SPARSE_DQK, dtype, 1.0, &seed);
+        kgc[0] = kg;
+        q = (uint16_t *)malloc(2 * (size_t)(q_len * hq * REF_SPARSE_DQK));
+        ref_fill_uniform(q, q_len * hq * REF_SPARSE_DQK, dtype, 3.0, &seed);
+        cu[0] = 0, cu[1] = q_len;
+        /* token i: the causal prefix 0 .. L - q_len + i in order, with -1 and ids past L among it */
+        for (i = 0; i < q_len; i++) {
+            int32_t *row = ids + i * topk;
+            for (g = 0, j = 0; g <= L - q_len + i; g++) {
+                const int u = rnd(6);
+                if (u == 0) row[j++] = -1;
+                if (u == 1) row[j++] = (int32_t)(L + rnd(9));
+                row[j++] = (int32_t)g;
+            }
+            while (j < topk) row[j++] = -1;
+        }
+        uo = (double *)malloc(sizeof(double) * (size_t)(q_len * hq * REF_SPARSE_DV));
+        so = (double *)malloc(sizeof(double) * (size_t)(q_len * hq * REF_SPARSE_DV));
+        ul = (double *)malloc(sizeof(double) * (size_t)(q_len * hq));
+        sl = (double *)malloc(sizeof(double) * (size_t)(q_len * hq));
+        for (r = 0; r < W; r++)
+            for (lowp = 0; lowp < 2; lowp++) {
+                ref_shard sh;
+                ref_attn_inputs din;
+                ref_sparse_inputs in;
+                ref_attn_params p;
+                uint8_t *c8;
+                ref_err e, el;
+                int64_t n, k;
+                if (!shard_of(&sh, W, r, I, ps, dtype, 1, &L, kgc)) continue;
+                p = params_of(hq, ps, dtype, W, r, I);
+                p.causal = 1;
+                p.emulate_lowp = lowp;
+                memset(&din, 0, sizeof din);
+                din.batch = 1;
+                din.q = q;
+                din.cu_seqlens_q = cu;
+                ref_shard_inputs(&sh, &din);
+                CHECK(ref_attn(&p, &din, uo, ul) == 0, "dense: %s", ref_error());
+                /* the sink as the documentation states it: lse' = log(exp(lse) + exp(s)), out
+                   scaled by exp(lse - lse') (exact math only: lowp rounds out before the sink) */
+                for (k = 0; sinks_on && !lowp && r == 0 && k < q_len * hq; k++) {
+                    const double s = sinks[k % hq], l = ul[k];
+                    if (!isfinite(s)) continue;
+                    ul[k] = isfinite(l) ? (l > s ? l + log1p(exp(s - l)) : s + log1p(exp(l - s))) : s;
+                    for (n = 0; n < REF_SPARSE_DV; n++) {
+                        double *o = uo + k * REF_SPARSE_DV + n;
+                        *o = isfinite(l) ? *o * exp(l - ul[k]) : 0;
+                    }
+                }
+                inputs_of(&in, &sh, ps, fp8, &c8, 1, q, cu, ids, topk, (int)topk);
+                in.sinks = sinks_on && !lowp && r == 0 ? sinks : NULL;
+                CHECK(ref_sparse_attn(&p, &in, so, sl) == 0, "sparse: %s", ref_error());
+                e = ref_compare(uo, so, REF_F64, (int64_t)q_len * hq * REF_SPARSE_DV);
+                el = ref_compare(ul, sl, REF_F64, (int64_t)q_len * hq);
+                CHECK(ref_err_ok(&e, 1e-12, 1e-12) && ref_err_ok(&el, 1e-12, 1e-12),
+                      "sparse == dense W=%d r=%d I=%d ps=%d dtype=%d fp8=%d lowp=%d sinks=%d: out %s; lse max_abs %.3g "
+                      "bad %lld", W, r, I, ps, dtype, fp8, lowp, sinks_on, ref_err_str(&e), el.max_abs, (long long)el.bad);
+                compared += e.ref_norm > 0;
+                free(c8);
+                ref_shard_free(&sh);
+            }
+        free(kg), free(q), free(ids), free(uo), free(ul), free(so), free(sl);
+    }
+    CHECK(compared >= 40, "sparse == dense: %d comparisons with keys", compared);
 }
 
 /* ---- validation ---- */
@@ -390,6 +504,7 @@ int main(void) {
     test_mapping();
     test_fp8ds();
     test_identity();
+    test_dense();
     test_validation();
     test_agreement();
     return check_summary();
