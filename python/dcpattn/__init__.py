@@ -8,6 +8,11 @@ through libdcpattn.so and ctypes.
                                               block_table, max_seqlen_q, max_seqlen_k,
                                               return_softmax_lse=True, cp_world_size=W,
                                               cp_rank=r, cp_tot_seqused_k=global_lens)
+    out, lse = dcpattn.flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k,
+                                               topk_indices, max_seqlen_q, max_seqlen_k,
+                                               sinks=sinks, kv_cache_dtype="fp8_ds_mla",
+                                               return_softmax_lse=True, cp_world_size=W, cp_rank=r,
+                                               cp_tot_seqused_k=global_lens)
     dcpattn.merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse)
     merged = dcpattn.merge_states([o0, o1, o2], [lse0.T, lse1.T, lse2.T])
     mine = dcpattn.dcp_combine(out, lse.T, comm, world_size=W, rank=r)
@@ -22,7 +27,9 @@ allocates only the outputs it is not given, and can be captured in a CUDA graph
 (torch.cuda.graph); a call of PyTorch tensors whose shapes, strides, dtypes and devices
 were seen before skips straight to its launch. An FP8 (e4m3) KV cache is taken for GQA:
 kv_cache_dtype="fp8_e4m3" (or a float8_e4m3fn cache) with device float32 k_scale and
-v_scale, as vLLM names them.
+v_scale, as vLLM names them. Sparse MLA (DeepSeek V3.2 / GLM-5 top-k attention) takes
+per query token a list of global token positions; each rank's kernel keeps the ones it owns,
+and sinks are applied on rank 0 so that the merge of the ranks' partials applies them once.
 Every dcpattn failure raises DcpattnError (status, name, status_string, detail); arguments
 rejected by the package's own checks raise ArgumentError, a DcpattnError and a ValueError.
 """
@@ -32,12 +39,13 @@ __version__ = "0.1.0"
 from . import _lib  # noqa: E402
 from ._lib import ArgumentError, DcpattnError, LibraryNotFoundError, SPLITS_BALANCED, SPLITS_PER_SEQUENCE  # noqa: E402
 from ._attention import flash_attn_varlen_func  # noqa: E402
+from ._sparse import flash_mla_sparse_decode  # noqa: E402
 from ._merge import merge_attn_states, merge_states  # noqa: E402
 from ._combine import dcp_combine, dcp_wait  # noqa: E402
 from ._runtime import clear_cache  # noqa: E402
 from ._placement import local_len, rank_tokens  # noqa: E402
 
-__all__ = ["flash_attn_varlen_func", "merge_attn_states", "merge_states", "dcp_combine", "dcp_wait",
+__all__ = ["flash_attn_varlen_func", "flash_mla_sparse_decode", "merge_attn_states", "merge_states", "dcp_combine", "dcp_wait",
            "nccl_comm_from_torch", "local_len", "rank_tokens", "clear_cache", "library_path", "DcpattnError",
            "ArgumentError", "LibraryNotFoundError", "SPLITS_BALANCED", "SPLITS_PER_SEQUENCE", "__version__"]
 

@@ -101,13 +101,13 @@ def _new_plan(key, values, like):
     """The plan of a descriptor seen for the first time: the descriptor and the arguments
     are checked on the host first (no GPU needed), then the plan is made."""
     lib = _lib.get()
-    (dev, dtype, hq, hkv, dqk, dv, page, causal, scale, world, rank, inter, mb, mq, mt, mk, splits, fp8,
-     per_head) = key
+    (dev, dtype, hq, hkv, dqk, dv, page, causal, scale, world, rank, inter, mb, mq, mt, mk, splits, kv_dtype,
+     per_head, topk) = key
     desc = AttnDesc(dtype=_lib.BF16 if dtype == "bfloat16" else _lib.FP16, num_q_heads=hq, num_kv_heads=hkv,
                     head_dim=dqk, head_dim_v=dv, page_size=page, non_causal=0 if causal else 1,
                     softmax_scale=scale, dcp_world=world, dcp_rank=rank, dcp_interleave=inter, max_batch=mb,
-                    max_q_len=mq, max_total_q=mt, max_seqlen_k=mk, num_splits=splits,
-                    kv_dtype=_lib.FP8_E4M3 if fp8 else 0, kv_scale_per_head=per_head)
+                    max_q_len=mq, max_total_q=mt, max_seqlen_k=mk, num_splits=splits, kv_dtype=kv_dtype,
+                    kv_scale_per_head=per_head, sparse_topk=topk)
     lib.check(lib.dcpattn_attn_desc_validate(byref(desc)), "dcpattn_attn_desc_validate")
     args = AttnArgs()
     _pack(args, 0, *values)
@@ -265,19 +265,8 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     elif world > 1:
         raise ArgumentError("cp_tot_seqused_k (every sequence's global length) is required when cp_world_size = %d"
                             % world, CALL)
-    op = odev = osy = okeep = lp = ldev = lsy = lkeep = None
-    if out is not None:
-        op, os_, ost, odt, odev, osy, okeep = parse(out, "out", strm, True, CALL)
-        if os_ != (total_q, hq, dv) or odt != qdt:
-            raise ArgumentError("out must be %s [%d, %d, %d] (total_q, num_heads, head_dim_v), got %s %s"
-                                % (qdt, total_q, hq, dv, odt, tuple(os_)), CALL)
-        ost = fast_strides(CALL, "out", os_, ost)
-    if return_softmax_lse and softmax_lse is not None:
-        lp, ls, lst, ldt, ldev, lsy, lkeep = parse(softmax_lse, "softmax_lse", strm, True, CALL)
-        if ls != (hq, total_q) or ldt != "float32":
-            raise ArgumentError("softmax_lse must be float32 [%d, %d] (num_heads, total_q), got %s %s"
-                                % (hq, total_q, ldt, tuple(ls)), CALL)
-        lst = strides_for_c(CALL, "softmax_lse", ls, lst, False)
+    op, ost, odev, osy, okeep, lp, lst, ldev, lsy, lkeep = given_outputs(CALL, out, softmax_lse, return_softmax_lse,
+                                                                         qdt, total_q, hq, dv, strm)
     dev = qdev
     if qdev < 0 or not (qdev == kdev == vdev == cdev == sdev == bdev and gdev in (None, qdev)
                         and odev in (None, qdev) and ldev in (None, qdev) and ksdev in (None, qdev)
@@ -297,19 +286,12 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     mk = _bound(int(max_seqlen_k), cap)
     scale = float(softmax_scale) if softmax_scale is not None else 0.0
     key = (dev, qdt, hq, hkv, dqk, dv, page, bool(causal), scale, world, rank, inter, bucket(batch),
-           max(1, int(max_seqlen_q)), bucket(total_q), mk, int(num_splits), fp8, int(per_head))
+           max(1, int(max_seqlen_q)), bucket(total_q), mk, int(num_splits), _lib.FP8_E4M3 if fp8 else 0,
+           int(per_head), 0)
 
     # outputs last: nothing is allocated for a call that fails its checks
-    if op is None:
-        out = empty(q, (total_q, hq, dv), None, dev, "out", CALL)
-        op, ost = data_ptr(out), (hq * dv, dv, 1)
-    lse, lse_st, lse_sh = None, 0, 0
-    if return_softmax_lse:
-        if lp is None:
-            lse = empty(q, (hq, total_q), "float32", dev, "softmax_lse", CALL)
-            lp, lse_st, lse_sh = data_ptr(lse), 1, total_q
-        else:
-            lse, lse_st, lse_sh = softmax_lse, lst[1], lst[0]
+    out, op, ost, lse, lp, lse_st, lse_sh = new_outputs(CALL, q, out, op, ost, softmax_lse, lp, lst,
+                                                        return_softmax_lse, total_q, hq, dv, dev)
     values = (batch, qp, qst[0], qst[1], kp, kst[0], kst[1], kst[2], vp, vst[0], vst[1], vst[2], num_pages,
               bp, bt_stride, cp, sp, gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, ksp or 0, vsp or 0,
               0, 0, 0, 0)
@@ -322,6 +304,43 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep, kskeep, vskeep) if (
         qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep or kskeep or vskeep) else None
     return (plan, values, strm, out, lse, producers, keep, bound_range(mk, cap), mla_view, fp8)
+
+
+def given_outputs(call, out, softmax_lse, return_softmax_lse, qdt, total_q, hq, dv, strm):
+    """The checks of the outputs a call is given: out [total_q, num_heads, head_dim_v] of q's
+    dtype, softmax_lse float32 [num_heads, total_q] (FlashAttention's layout), read only when
+    return_softmax_lse. Returns (pointer, C strides, device, producer stream, keepalive) of
+    each, Nones for one not given."""
+    op = ost = odev = osy = okeep = lp = lst = ldev = lsy = lkeep = None
+    if out is not None:
+        op, os_, ost, odt, odev, osy, okeep = parse(out, "out", strm, True, call)
+        if os_ != (total_q, hq, dv) or odt != qdt:
+            raise ArgumentError("out must be %s [%d, %d, %d] (total_q, num_heads, head_dim_v), got %s %s"
+                                % (qdt, total_q, hq, dv, odt, tuple(os_)), call)
+        ost = fast_strides(call, "out", os_, ost)
+    if return_softmax_lse and softmax_lse is not None:
+        lp, ls, lst, ldt, ldev, lsy, lkeep = parse(softmax_lse, "softmax_lse", strm, True, call)
+        if ls != (hq, total_q) or ldt != "float32":
+            raise ArgumentError("softmax_lse must be float32 [%d, %d] (num_heads, total_q), got %s %s"
+                                % (hq, total_q, ldt, tuple(ls)), call)
+        lst = strides_for_c(call, "softmax_lse", ls, lst, False)
+    return op, ost, odev, osy, okeep, lp, lst, ldev, lsy, lkeep
+
+
+def new_outputs(call, q, out, op, ost, softmax_lse, lp, lst, return_softmax_lse, total_q, hq, dv, dev):
+    """The outputs a call was not given, allocated through q's library, as (out, its pointer,
+    strides, lse or None, its pointer, lse_stride_t, lse_stride_h)."""
+    if op is None:
+        out = empty(q, (total_q, hq, dv), None, dev, "out", call)
+        op, ost = data_ptr(out), (hq * dv, dv, 1)
+    lse, lse_st, lse_sh = None, 0, 0
+    if return_softmax_lse:
+        if lp is None:
+            lse = empty(q, (hq, total_q), "float32", dev, "softmax_lse", call)
+            lp, lse_st, lse_sh = data_ptr(lse), 1, total_q
+        else:
+            lse, lse_st, lse_sh = softmax_lse, lst[1], lst[0]
+    return out, op, ost, lse, lp, lse_st, lse_sh
 
 
 _UNSUPPORTED = (

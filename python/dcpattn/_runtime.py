@@ -158,9 +158,10 @@ def thread_buffer(struct_cls, pointers=0):
 def clear_cache():
     """Forgets every plan and workspace (contexts stay). Graphs captured before keep the
     pointers they recorded: replaying them afterwards needs the caller to keep the cache."""
-    from . import _attention, _combine
+    from . import _attention, _combine, _sparse
 
     with lock:
         _attention.calls.clear()
+        _sparse.calls.clear()
         _attention.plans.clear()
         _combine.workspaces.clear()

@@ -1,4 +1,4 @@
-"""flash_attn_varlen_func's whole host path without a GPU, for the CPU tests and benchmark:
+"""The attention entry points' whole host path without a GPU, for the CPU tests and benchmark:
 plans come from a stand-in of _attention.make_plan (the one place a plan meets the device)
 whose run is given (a Recorder, or NOOP), the driver's current-context query is NOOP, and,
 when asked, PyTorch is faketorch. offline() puts every piece of package state it touches
@@ -8,7 +8,7 @@ import contextlib
 import ctypes
 import sys
 
-from dcpattn import _arrays, _attention, _cuda, _lib
+from dcpattn import _arrays, _attention, _cuda, _lib, _sparse
 
 # a C function of this process that takes no arguments and returns 0 (no Python error is
 # set), called like a launch function (through PyDLL, with five arguments it ignores): the
@@ -57,11 +57,13 @@ def offline(run=NOOP, torch=None):
         made.append(FakePlan(desc, run, dev_index, len(made) + 1))
         return made[-1]
 
-    saved = [(_attention, "make_plan"), (_attention, "plans"), (_attention, "calls"), (_cuda, "_drv"),
+    saved = [(_attention, "make_plan"), (_attention, "plans"), (_attention, "calls"), (_sparse, "calls"),
+             (_cuda, "_drv"),
              (_arrays, "tensor_type"), (_arrays, "_torch_dtypes"), (_arrays, "_raw_stream")]
     saved = [(m, name, getattr(m, name)) for m, name in saved]
     had_torch, old_torch = "torch" in sys.modules, sys.modules.get("torch")
-    _attention.make_plan, _attention.plans, _attention.calls, _cuda._drv = make_plan, {}, {}, _Driver()
+    _attention.make_plan, _attention.plans, _attention.calls, _sparse.calls = make_plan, {}, {}, {}
+    _cuda._drv = _Driver()
     _cuda.current_word()[0].value = None  # what a real driver may have left in this thread's word
     if torch is not None:
         sys.modules["torch"] = torch
