@@ -8,6 +8,61 @@
 
 namespace dcpattn {
 
+// Max and sum over the four lanes of a quad (the threads holding one row of an MMA fragment).
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// O (accumulator fragments of the thread's rows lo and hi, the layout of mask_scores) scaled per
+// row.
+template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= a_lo;
+        o[i][1] *= a_lo;
+        o[i][2] *= a_hi;
+        o[i][3] *= a_hi;
+    }
+}
+
+// The mask of one raw score: key column col of a row that sees the keys below lim (its causal
+// DCP limit on the local shard, AttnCta::row_limit) is -inf past it.
+__device__ __forceinline__ void mask_key(float &s, int col, int lim) {
+    if (col >= lim) s = neg_inf();
+}
+
+// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
+// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
+// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
+// becomes -inf.
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        const int col = col0 + n * 8;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            mask_key(s[n][e], col + e, lim_lo);
+            mask_key(s[n][2 + e], col + e, lim_hi);
+        }
+    }
+}
+
+// The weight of a state whose max is m in a merge whose max is mx (both log2 units): 2^(m - mx),
+// and 0 for an empty state (m = -inf), also where every state is empty.
+__device__ __forceinline__ float state_weight(float m, float mx) { return m == neg_inf() ? 0.f : fast_exp2(m - mx); }
+
+// What a row's O is multiplied by at the end: 1 / l, 0 for a row that saw nothing (l = 0).
+__device__ __forceinline__ float sum_inv(float l) { return l > 0.f ? 1.f / l : 0.f; }
+
+// Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
+__device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
+
 // Where query row (token tq, query head h) is written.
 struct AttnRowOut {
     const dcpattn_attn_kparams &p;
@@ -292,7 +347,7 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
                     }
                 }
             row_m[r] = mx;
-            row_inv[r] = ls > 0.f ? 1.f / ls : 0.f;
+            row_inv[r] = sum_inv(ls);
             if (cta.row0 + r < cta.nrows && p.lse)
                 cta.row_out(kvh * GROUP, cta.row0 + r).lse(ls > 0.f ? mx + fast_log2(ls) : neg_inf());
         }
@@ -347,52 +402,5 @@ template <unsigned ALIGN> __device__ __forceinline__ AttnSmem align_smem(unsigne
     const unsigned a = smem_u32(raw), b = (a + ALIGN - 1) & ~(ALIGN - 1);
     return {b, raw + (b - a)};
 }
-
-// Max and sum over the four lanes of a quad (the threads holding one row of an MMA fragment).
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// The online-softmax state of the two rows lo and hi a thread holds.
-struct RowState {
-    float m_lo, m_hi, l_lo, l_hi;
-};
-
-// O (accumulator fragments of the thread's rows lo and hi, the layout of mask_scores) scaled per
-// row.
-template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        o[i][0] *= a_lo;
-        o[i][1] *= a_lo;
-        o[i][2] *= a_hi;
-        o[i][3] *= a_hi;
-    }
-}
-
-// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
-// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
-// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
-// becomes -inf.
-template <int N>
-__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) {
-        const int col = col0 + n * 8;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            if (col + e >= lim_lo) s[n][e] = neg_inf();
-            if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
-        }
-    }
-}
-
-// Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
-__device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
 
 }  // namespace dcpattn

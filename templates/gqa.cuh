@@ -541,7 +541,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         for (int half = 0; half < 2; ++half) {
             const int R = row0 + (half ? r_hi : r_lo);
             if (R >= nrows) continue;
-            const float l = half ? l_hi : l_lo, inv = l > 0.f ? 1.f / l : 0.f;
+            const float l = half ? l_hi : l_lo, inv = sum_inv(l);
             const float lse2 = row_lse2(half ? m_hi : m_lo, l);
             const AttnRowOut out = cta.row_out(kvh * GROUP, R);
             if (split_out) {
@@ -623,7 +623,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
             for (int w = 0; w < WARPS_N; ++w) {
                 const float mw = ld1(q, a_m + (w * M_TILE + r) * 4);
-                const float f = mw == neg_inf() ? 0.f : fast_exp2(mw - mx);
+                const float f = state_weight(mw, mx);
                 lsum += f * ld1(q, a_l + (w * M_TILE + r) * 4);
                 float x[4], y[4];
                 ld4(q, a_red + w * M_TILE * D * 4 + off, x);
@@ -634,7 +634,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                     acc[4 + e] += f * y[e];
                 }
             }
-        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const float inv = sum_inv(lsum);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
         const AttnRowOut out = cta.row_out(kvh * GROUP, R);
