@@ -185,6 +185,33 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p,
     }
 }
 
+// The rope block's four k16 steps of warp wi's 16 Q rows as wgmma A fragments (ldmatrix from
+// the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1)); they stay in registers.
+template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4][4], unsigned sQ, int wi, int lane) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
+        const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
+        ldsm_x4(sQ + (c >> 3) * Tr::BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
+    }
+}
+
+// Stage "split merge" of the two warpgroups: each holds the sums of its half of every row's keys
+// (l_lo, l_hi of this thread's quad); both end with the whole rows' sums. xm: 2 x 64 floats of
+// shared memory no one else reads meanwhile.
+__device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *xm, int wg, int r_lo, int r_hi, int q4) {
+    l_lo = quad_sum(l_lo);
+    l_hi = quad_sum(l_hi);
+    __syncthreads();  // every reader of xm is past it
+    if (q4 == 0) {
+        xm[wg * 64 + r_lo] = l_lo;
+        xm[wg * 64 + r_hi] = l_hi;
+    }
+    __syncthreads();
+    l_lo += xm[(wg ^ 1) * 64 + r_lo];
+    l_hi += xm[(wg ^ 1) * 64 + r_hi];
+}
+
 }  // namespace mla_detail
 
 // The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence's
@@ -454,15 +481,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-            // the rope block's four k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix
-            // from the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
             unsigned qr[4][4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
-                const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
-                ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
-            }
+            load_q_rope<Tr>(qr, sQ, wi, lane);
             __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
@@ -729,16 +749,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
-                l_lo = quad_sum(l_lo);
-                l_hi = quad_sum(l_hi);
-                __syncthreads();  // every reader of xm is past it
-                if (q4 == 0) {
-                    xm[wg * 64 + r_lo] = l_lo;
-                    xm[wg * 64 + r_hi] = l_hi;
-                }
-                __syncthreads();
-                l_lo += xm[(wg ^ 1) * 64 + r_lo];
-                l_hi += xm[(wg ^ 1) * 64 + r_hi];
+                sum_warpgroups(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
 
                 store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
             }
