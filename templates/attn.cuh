@@ -53,6 +53,39 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_
     }
 }
 
+// A value for each of the thread's two rows.
+struct RowPair {
+    float lo, hi;
+};
+
+// The largest raw score of each of the thread's rows in fragments s (the layout of mask_scores).
+template <int N> __device__ __forceinline__ RowPair row_max(const float (&s)[N][4]) {
+    float rx_lo = neg_inf(), rx_hi = neg_inf();
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        rx_lo = fmaxf(rx_lo, fmaxf(s[n][0], s[n][1]));
+        rx_hi = fmaxf(rx_hi, fmaxf(s[n][2], s[n][3]));
+    }
+    return {rx_lo, rx_hi};
+}
+
+// Raw scores s become p = 2^(s * scale + nm) (nm: minus the row's max, 0 for a row with nothing
+// visible, whose p are then exact zeros); returns the sum of p of each row.
+template <int N>
+__device__ __forceinline__ RowPair exp_scores(float (&s)[N][4], float scale, float nm_lo, float nm_hi) {
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        s[n][0] = fast_exp2(fmaf(s[n][0], scale, nm_lo));
+        s[n][1] = fast_exp2(fmaf(s[n][1], scale, nm_lo));
+        s[n][2] = fast_exp2(fmaf(s[n][2], scale, nm_hi));
+        s[n][3] = fast_exp2(fmaf(s[n][3], scale, nm_hi));
+        sum_lo += s[n][0] + s[n][1];
+        sum_hi += s[n][2] + s[n][3];
+    }
+    return {sum_lo, sum_hi};
+}
+
 // The weight of a state whose max is m in a merge whose max is mx (both log2 units): 2^(m - mx),
 // and 0 for an empty state (m = -inf), also where every state is empty.
 __device__ __forceinline__ float state_weight(float m, float mx) { return m == neg_inf() ? 0.f : fast_exp2(m - mx); }

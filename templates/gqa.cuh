@@ -446,32 +446,18 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
         // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
-        float rx_lo = neg_inf(), rx_hi = neg_inf();
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) {
-            rx_lo = fmaxf(rx_lo, fmaxf(s[n][0], s[n][1]));
-            rx_hi = fmaxf(rx_hi, fmaxf(s[n][2], s[n][3]));
-        }
-        const float mx_lo = fmaxf(m_lo, quad_max(rx_lo) * scale);
-        const float mx_hi = fmaxf(m_hi, quad_max(rx_hi) * scale);
+        const RowPair rx = row_max(s);
+        const float mx_lo = fmaxf(m_lo, quad_max(rx.lo) * scale);
+        const float mx_hi = fmaxf(m_hi, quad_max(rx.hi) * scale);
         // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
         const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
         const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
         const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
         m_lo = mx_lo;
         m_hi = mx_hi;
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) {
-            s[n][0] = fast_exp2(fmaf(s[n][0], scale, -mu_lo));
-            s[n][1] = fast_exp2(fmaf(s[n][1], scale, -mu_lo));
-            s[n][2] = fast_exp2(fmaf(s[n][2], scale, -mu_hi));
-            s[n][3] = fast_exp2(fmaf(s[n][3], scale, -mu_hi));
-            sum_lo += s[n][0] + s[n][1];
-            sum_hi += s[n][2] + s[n][3];
-        }
-        l_lo = l_lo * al_lo + sum_lo;
-        l_hi = l_hi * al_hi + sum_hi;
+        const RowPair sum = exp_scores(s, scale, -mu_lo, -mu_hi);
+        l_lo = l_lo * al_lo + sum.lo;
+        l_hi = l_hi * al_hi + sum.hi;
         // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
         if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) scale_rows(o, al_lo, al_hi);
 
