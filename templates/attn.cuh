@@ -86,6 +86,30 @@ __device__ __forceinline__ RowPair exp_scores(float (&s)[N][4], float scale, flo
     return {sum_lo, sum_hi};
 }
 
+// One tile's online-softmax step of the thread's two rows (lo, hi): their running max m (log2
+// units; -inf while a row has seen no visible key) and sum l after the tile, and al = 2^(m_old -
+// m), the factor their O takes.
+struct SoftmaxStep {
+    float m_lo, m_hi, l_lo, l_hi, al_lo, al_hi;
+};
+
+// Stage "online softmax", base 2, on the raw scores s of a tile (the layout of mask_scores): the
+// tile's row max joins m, s becomes p = 2^(s * scale - m) (scale > 0, so the raw row max is the
+// scaled one's) and its row sums join l.
+template <int N>
+__device__ __forceinline__ SoftmaxStep online_softmax_step(float (&s)[N][4], float m_lo, float m_hi, float l_lo,
+                                                           float l_hi, float scale) {
+    const RowPair rx = row_max(s);
+    const float mx_lo = fmaxf(m_lo, quad_max(rx.lo) * scale);
+    const float mx_hi = fmaxf(m_hi, quad_max(rx.hi) * scale);
+    // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
+    const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
+    const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
+    const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
+    const RowPair sum = exp_scores(s, scale, -mu_lo, -mu_hi);
+    return {mx_lo, mx_hi, l_lo * al_lo + sum.lo, l_hi * al_hi + sum.hi, al_lo, al_hi};
+}
+
 // The weight of a state whose max is m in a merge whose max is mx (both log2 units): 2^(m - mx),
 // and 0 for an empty state (m = -inf), also where every state is empty.
 __device__ __forceinline__ float state_weight(float m, float mx) { return m == neg_inf() ? 0.f : fast_exp2(m - mx); }

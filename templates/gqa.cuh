@@ -446,20 +446,13 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
         // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
-        const RowPair rx = row_max(s);
-        const float mx_lo = fmaxf(m_lo, quad_max(rx.lo) * scale);
-        const float mx_hi = fmaxf(m_hi, quad_max(rx.hi) * scale);
-        // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
-        const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
-        const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
-        const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
-        m_lo = mx_lo;
-        m_hi = mx_hi;
-        const RowPair sum = exp_scores(s, scale, -mu_lo, -mu_hi);
-        l_lo = l_lo * al_lo + sum.lo;
-        l_hi = l_hi * al_hi + sum.hi;
+        const SoftmaxStep sm = online_softmax_step(s, m_lo, m_hi, l_lo, l_hi, scale);
+        m_lo = sm.m_lo;
+        m_hi = sm.m_hi;
+        l_lo = sm.l_lo;
+        l_hi = sm.l_hi;
         // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
-        if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) scale_rows(o, al_lo, al_hi);
+        if (__any_sync(0xffffffffu, sm.al_lo != 1.f || sm.al_hi != 1.f)) scale_rows(o, sm.al_lo, sm.al_hi);
 
         // O += P V
         if constexpr (Tr::WG) {
