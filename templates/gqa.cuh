@@ -306,6 +306,20 @@ template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &b
 // Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
 template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
 
+// This warp's Q fragments into registers from the Q tile (where they stay there: the wgmma path,
+// Q_IN_REGS), after the Q tile landed.
+template <class Tr>
+__device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane) {
+    if constexpr (Tr::WG) {
+#pragma unroll
+        for (int kk = 0; kk < Tr::D / 16; ++kk)
+            ldsm_x4(sQ + tile_off<Tr, Tr::M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
+    } else if constexpr (Tr::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < Tr::D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
+    }
+}
+
 // Stage "scores": S = Q K^T of this warp's 16 rows x NW keys of the tile at stage_off, raw
 // (unscaled) in m16n8 accumulator fragments. Q from qf (Q_IN_REGS, wgmma) or the rows at qa,
 // K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
@@ -406,14 +420,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    if constexpr (Tr::WG) {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-            ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
-    } else if constexpr (Tr::Q_IN_REGS) {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
-    }
+    load_q_frags<Tr>(qf, qa, sQ, wm, lane);
     // wgmma operand descriptors of stage 0: K (K-major) and V (MN-major), 64-channel blocks
     constexpr unsigned KV_BLOCK = KV_TILE * 128;
     const unsigned long long dk0 = sw128_desc(sK, 16, 1024), dv0 = sw128_desc(sV, KV_BLOCK, 1024);
