@@ -360,6 +360,32 @@ __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const Gqa
     }
 }
 
+// Stage "epilogue", first half: this warp's state of rows r_lo and r_hi into shared memory, m and
+// l at [wn][row] of sm_m and sm_l ([WARPS_N][M_TILE]), O at [wn][row] of red ([WARPS_N][M_TILE][D],
+// 8-float chunks XOR-swizzled by row % 4).
+template <class Tr>
+__device__ __forceinline__ void stash_state(float *sm_m, float *sm_l, float *red, const float (&o)[Tr::D / 8][4],
+                                            float m_lo, float m_hi, float l_lo, float l_hi, int wn, int r_lo, int r_hi,
+                                            int q4) {
+    constexpr int D = Tr::D, M_TILE = Tr::M_TILE;
+    if (q4 == 0) {
+        sm_m[wn * M_TILE + r_lo] = m_lo;
+        sm_l[wn * M_TILE + r_lo] = l_lo;
+        sm_m[wn * M_TILE + r_hi] = m_hi;
+        sm_l[wn * M_TILE + r_hi] = l_hi;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        const int col = i * 8 + 2 * q4;
+        float *plo = red + (wn * M_TILE + r_lo) * D + (col ^ ((r_lo & 3) << 3));
+        float *phi = red + (wn * M_TILE + r_hi) * D + (col ^ ((r_hi & 3) << 3));
+        plo[0] = o[i][0];
+        plo[1] = o[i][1];
+        phi[0] = o[i][2];
+        phi[1] = o[i][3];
+    }
+}
+
 }  // namespace gqa_detail
 
 // One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
@@ -551,22 +577,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
     float *sm_l = sm_m + WARPS_N * M_TILE;
     float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
-    if (q4 == 0) {
-        sm_m[wn * M_TILE + r_lo] = m_lo;
-        sm_l[wn * M_TILE + r_lo] = l_lo;
-        sm_m[wn * M_TILE + r_hi] = m_hi;
-        sm_l[wn * M_TILE + r_hi] = l_hi;
-    }
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-        const int col = i * 8 + 2 * q4;
-        float *plo = red + (wn * M_TILE + r_lo) * D + (col ^ ((r_lo & 3) << 3));
-        float *phi = red + (wn * M_TILE + r_hi) * D + (col ^ ((r_hi & 3) << 3));
-        plo[0] = o[i][0];
-        plo[1] = o[i][1];
-        phi[0] = o[i][2];
-        phi[1] = o[i][3];
-    }
+    stash_state<Tr>(sm_m, sm_l, red, o, m_lo, m_hi, l_lo, l_hi, wn, r_lo, r_hi, q4);
     if (in_cluster) {
 #if DCPATTN_HAS_CLUSTERS
         cluster_sync();
