@@ -110,6 +110,16 @@ __device__ __forceinline__ SoftmaxStep online_softmax_step(float (&s)[N][4], flo
     return {mx_lo, mx_hi, l_lo * al_lo + sum.lo, l_hi * al_hi + sum.hi, al_lo, al_hi};
 }
 
+// P of k16 step kk (keys 16kk .. 16kk + 15 of accumulator fragments s) as the A fragment of an
+// MMA: an m16n8 accumulator pair is, packed to T, an m16k16 A operand in registers.
+template <class T, int N>
+__device__ __forceinline__ void p_fragment(unsigned (&a)[4], const float (&s)[N][4], int kk) {
+    a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
 // The weight of a state whose max is m in a merge whose max is mx (both log2 units): 2^(m - mx),
 // and 0 for an empty state (m = -inf), also where every state is empty.
 __device__ __forceinline__ float state_weight(float m, float mx) { return m == neg_inf() ? 0.f : fast_exp2(m - mx); }

@@ -492,12 +492,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
             unsigned a[NW / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk) {
-                a[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-                a[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-                a[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                a[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            }
+            for (int kk = 0; kk < NW / 16; ++kk) p_fragment<T>(a[kk], s, kk);
             fence_regs(of);
             wgmma_fence();
 #pragma unroll
@@ -509,10 +504,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
         for (int kk = 0; kk < NW / 16; ++kk) {
             unsigned a[4];
-            a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-            a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-            a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            p_fragment<T>(a, s, kk);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 unsigned vf[4];
