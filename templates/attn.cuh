@@ -1,7 +1,14 @@
-// attn.cuh — what the attention kernels (gqa.cuh, mla.cuh) share: which packed query rows and
-// which keys a CTA owns (split-KV range, the causal DCP limit of each row, docs/contract.md 3), the
-// online-softmax step of a row, and where a finished row goes (out and lse, or the split
-// partials o_part and lse_part).
+// attn.cuh — what the attention kernels (gqa.cuh, mla.cuh) share:
+//   - the row math of a thread's two rows (lo, hi) in MMA accumulator fragments, the stages
+//     where both families do the same math: mask_key / mask_scores (the causal DCP mask),
+//     row_max, exp_scores and online_softmax_step (the online softmax), p_fragment (P as an
+//     MMA A operand), scale_rows (O rescaled per row), and for the end of a row quad_max,
+//     quad_sum, state_weight (a state's weight in a merge), sum_inv, row_lse2;
+//   - which packed query rows and which keys a CTA owns (AttnCta: split-KV range, the causal
+//     DCP limit of each row, docs/contract.md 3; q_chunk, where a row's Q comes from) and where
+//     a finished row goes (AttnRowOut: out and lse, or the split partials o_part and lse_part);
+//   - the balanced schedule on the device (AttnSchedule), whose finish_cut merges a job cut
+//     between workers.
 #pragma once
 #include "ptx.cuh"
 #include "sched.cuh"
@@ -18,17 +25,12 @@ __device__ __forceinline__ float quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// O (accumulator fragments of the thread's rows lo and hi, the layout of mask_scores) scaled per
-// row.
-template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        o[i][0] *= a_lo;
-        o[i][1] *= a_lo;
-        o[i][2] *= a_hi;
-        o[i][3] *= a_hi;
-    }
-}
+// The row math below works on a thread's share of MMA accumulator fragments, the layout of
+// mma.sync m16n8 and of a warp's 16 rows of a wgmma m64nN accumulator: x[n][e] holds column
+// 8n + 2 q4 + e (q4 = lane % 4) of the thread's row lo (e = 0, 1) and of row hi = lo + 8 (e =
+// 2, 3). A scalar of the kernel goes in by value and comes back as a return value, never
+// through a reference (elements of the fragment arrays may): a reference to a scalar local
+// changed the kernel's SASS (docs/architecture.md, "Kernel stages").
 
 // The mask of one raw score: key column col of a row that sees the keys below lim (its causal
 // DCP limit on the local shard, AttnCta::row_limit) is -inf past it.
@@ -36,10 +38,9 @@ __device__ __forceinline__ void mask_key(float &s, int col, int lim) {
     if (col >= lim) s = neg_inf();
 }
 
-// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
-// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
-// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
-// becomes -inf.
+// Stage "mask": the causal DCP limit on the raw scores s of a tile, whose elements x[n][e] and
+// x[n][2 + e] are key col0 + 8n + e (col0 includes the thread's 2 q4); a key at or past its
+// row's limit becomes -inf.
 template <int N>
 __device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
 #pragma unroll
@@ -58,7 +59,7 @@ struct RowPair {
     float lo, hi;
 };
 
-// The largest raw score of each of the thread's rows in fragments s (the layout of mask_scores).
+// The largest raw score of each of the thread's rows in s.
 template <int N> __device__ __forceinline__ RowPair row_max(const float (&s)[N][4]) {
     float rx_lo = neg_inf(), rx_hi = neg_inf();
 #pragma unroll
@@ -93,9 +94,9 @@ struct SoftmaxStep {
     float m_lo, m_hi, l_lo, l_hi, al_lo, al_hi;
 };
 
-// Stage "online softmax", base 2, on the raw scores s of a tile (the layout of mask_scores): the
-// tile's row max joins m, s becomes p = 2^(s * scale - m) (scale > 0, so the raw row max is the
-// scaled one's) and its row sums join l.
+// Stage "online softmax", base 2, on the raw scores s of a tile: the tile's row max joins m, s
+// becomes p = 2^(s * scale - m) (scale > 0, so the raw row max is the scaled one's) and its row
+// sums join l.
 template <int N>
 __device__ __forceinline__ SoftmaxStep online_softmax_step(float (&s)[N][4], float m_lo, float m_hi, float l_lo,
                                                            float l_hi, float scale) {
@@ -108,6 +109,17 @@ __device__ __forceinline__ SoftmaxStep online_softmax_step(float (&s)[N][4], flo
     const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
     const RowPair sum = exp_scores(s, scale, -mu_lo, -mu_hi);
     return {mx_lo, mx_hi, l_lo * al_lo + sum.lo, l_hi * al_hi + sum.hi, al_lo, al_hi};
+}
+
+// O (accumulator fragments of the thread's rows lo and hi) scaled per row.
+template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= a_lo;
+        o[i][1] *= a_lo;
+        o[i][2] *= a_hi;
+        o[i][3] *= a_hi;
+    }
 }
 
 // P of k16 step kk (keys 16kk .. 16kk + 15 of accumulator fragments s) as the A fragment of an

@@ -8,9 +8,25 @@
 // (attn.cuh, AttnSchedule): a CTA per worker and KV head runs the segments of its equal share
 // of the batch's work, and the pieces of a job cut between workers are merged by the last one.
 //
-// Stages of a segment (gqa_segment): load Q; per KV tile: gather (cp.async from the page
-// table), scores (QK^T), mask (the row's causal DCP limit), online softmax, PV; epilogue
-// (merge the warps' states, write out and lse or a partial state).
+// Stages of a segment (gqa_segment), by name (gqa_detail:: here, attn.cuh for the shared ones):
+//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then,
+//                   once it landed, load_q_frags (the Q fragments a warp keeps in registers);
+//                   operand_rows: where each lane's ldmatrix rows of Q, K and V start
+//   per KV tile
+//     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
+//                   cp.async copies of a tile) and fetch_page (the page-table lookup one tile
+//                   ahead); FP8: convert_tile (e4m3 -> T in shared memory)
+//     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma)
+//     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
+//     softmax       online_softmax_step (attn.cuh; row_max, exp_scores), scale_rows of O where
+//                   a row max of the warp moved
+//     PV            p_fragment (attn.cuh: P as A fragments) and the MMAs, in the loop body
+//   epilogue        the wgmma path without a cluster writes its rows from registers; else
+//                   stash_state (a warp's m, l and O into shared memory) and the split merge
+//                   over the warps (and the cluster's CTAs), in gqa_segment; a job of the
+//                   balanced schedule cut between workers: AttnSchedule::finish_cut (attn.cuh)
+// PV and the epilogue are written out in gqa_segment: as functions they compiled to different
+// SASS (docs/architecture.md, "Kernel stages").
 //
 // Warps: WARPS_M = M_TILE/16 row groups x WARPS_N = WARPS/WARPS_M key groups. Each warp
 // owns 16 rows and KV_TILE/WARPS_N keys of every tile, keeps its own running max, sum
@@ -455,7 +471,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         cp_async_wait<STAGES - 2>();
         if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
-        {
+        {  // stage "gather" of the tile STAGES - 1 ahead
             const int tn = t + STAGES - 1;
             gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
             gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
@@ -474,11 +490,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         float s[NW / 8][4];
         scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
 
-        // mask keys past each row's limit (only tiles that reach one); scores stay raw until
-        // the exponent (scale > 0, so the raw row max is the scaled one's)
+        // stage "mask": keys past each row's limit (only tiles that reach one); scores stay raw
+        // until the exponent (scale > 0, so the raw row max is the scaled one's)
         if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
-        // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
+        // stage "online softmax", base 2: m and l in log2 units, p = 2^(s * scale - m)
         const SoftmaxStep sm = online_softmax_step(s, m_lo, m_hi, l_lo, l_hi, scale);
         m_lo = sm.m_lo;
         m_hi = sm.m_hi;
@@ -487,7 +503,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
         if (__any_sync(0xffffffffu, sm.al_lo != 1.f || sm.al_hi != 1.f)) scale_rows(o, sm.al_lo, sm.al_hi);
 
-        // O += P V
+        // stage "PV": O += P V
         if constexpr (Tr::WG) {
             float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
             unsigned a[NW / 16][4];
@@ -515,7 +531,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         }
     }
 
-    // ---- epilogue: merge the partial states of each row, write ----
+    // ---- stage "epilogue": merge the partial states of each row, write ----
     // The wgmma path (one warp column) without a cluster: each thread writes its rows' fragments.
     // Else each warp leaves its rows' (m, l, O) in shared memory. Without a cluster, the CTA merges
     // its WARPS_N states per row and writes out (or, split-KV across launches, its partial).
@@ -578,7 +594,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         __syncthreads();
     }
 
-    // states [src][w] of row r: src = the cluster's CTAs (or this CTA alone), w = its warp columns
+    // stage "split merge": states [src][w] of row r, src = the cluster's CTAs (or this CTA
+    // alone), w = its warp columns
     const int nsrc = in_cluster ? p.num_splits : 1;
     const unsigned a_m = smem_u32(sm_m), a_l = smem_u32(sm_l), a_red = smem_u32(red);
     auto ld1 = [&](int q, unsigned a) {

@@ -25,6 +25,27 @@
 // to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
 // softmax follows it).
 //
+// Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
+// lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
+//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then
+//                   load_q_rope (the rope block's Q fragments, kept in registers)
+//   per tile
+//     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
+//                   for the tile two ahead once its last reader is done), zero_tail (the
+//                   last tile's V rows past the last visible key)
+//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
+//     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
+//     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
+//                   rescale (O and l when the reference max moves), store_p (P to shared
+//                   memory for the other warpgroup)
+//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile)
+//   epilogue        sum_warpgroups (the two halves' row sums), store_rows (out and lse, or the
+//                   split's partial state)
+//   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
+//                   that ends its sequence), MlaSchedule::merge (adds them, before the epilogue)
+// The lambdas stay lambdas: rescale as a function of its own changed the SASS of every MLA
+// variant (docs/architecture.md, "Kernel stages").
+//
 // Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
 // `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
 // x page_size tokens x pages; box 64 channels x min(page_size, 64) tokens; 128-byte swizzle)
