@@ -1,12 +1,146 @@
-// attn.cuh — what the attention kernels (gqa.cuh, mla.cuh) share: which packed query rows and
-// which keys a CTA owns (split-KV range, the causal DCP limit of each row, docs/contract.md 3), the
-// online-softmax step of a row, and where a finished row goes (out and lse, or the split
-// partials o_part and lse_part).
+// attn.cuh — what the attention kernels (gqa.cuh, mla.cuh) share:
+//   - the row math of a thread's two rows (lo, hi) in MMA accumulator fragments, the stages
+//     where both families do the same math: mask_key / mask_scores (the causal DCP mask),
+//     row_max, exp_scores and online_softmax_step (the online softmax), p_fragment (P as an
+//     MMA A operand), scale_rows (O rescaled per row), and for the end of a row quad_max,
+//     quad_sum, state_weight (a state's weight in a merge), sum_inv, row_lse2;
+//   - which packed query rows and which keys a CTA owns (AttnCta: split-KV range, the causal
+//     DCP limit of each row, docs/contract.md 3; q_chunk, where a row's Q comes from) and where
+//     a finished row goes (AttnRowOut: out and lse, or the split partials o_part and lse_part);
+//   - the balanced schedule on the device (AttnSchedule), whose finish_cut merges a job cut
+//     between workers.
 #pragma once
 #include "ptx.cuh"
 #include "sched.cuh"
 
 namespace dcpattn {
+
+// Max and sum over the four lanes of a quad (the threads holding one row of an MMA fragment).
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The row math below works on a thread's share of MMA accumulator fragments, the layout of
+// mma.sync m16n8 and of a warp's 16 rows of a wgmma m64nN accumulator: x[n][e] holds column
+// 8n + 2 q4 + e (q4 = lane % 4) of the thread's row lo (e = 0, 1) and of row hi = lo + 8 (e =
+// 2, 3). A scalar of the kernel goes in by value and comes back as a return value, never
+// through a reference (elements of the fragment arrays may): a reference to a scalar local
+// changed the kernel's SASS (docs/architecture.md, "Kernel stages").
+
+// The mask of one raw score: key column col of a row that sees the keys below lim (its causal
+// DCP limit on the local shard, AttnCta::row_limit) is -inf past it.
+__device__ __forceinline__ void mask_key(float &s, int col, int lim) {
+    if (col >= lim) s = neg_inf();
+}
+
+// Stage "mask": the causal DCP limit on the raw scores s of a tile, whose elements x[n][e] and
+// x[n][2 + e] are key col0 + 8n + e (col0 includes the thread's 2 q4); a key at or past its
+// row's limit becomes -inf.
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        const int col = col0 + n * 8;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            mask_key(s[n][e], col + e, lim_lo);
+            mask_key(s[n][2 + e], col + e, lim_hi);
+        }
+    }
+}
+
+// A value for each of the thread's two rows.
+struct RowPair {
+    float lo, hi;
+};
+
+// The largest raw score of each of the thread's rows in s.
+template <int N> __device__ __forceinline__ RowPair row_max(const float (&s)[N][4]) {
+    float rx_lo = neg_inf(), rx_hi = neg_inf();
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        rx_lo = fmaxf(rx_lo, fmaxf(s[n][0], s[n][1]));
+        rx_hi = fmaxf(rx_hi, fmaxf(s[n][2], s[n][3]));
+    }
+    return {rx_lo, rx_hi};
+}
+
+// Raw scores s become p = 2^(s * scale + nm) (nm: minus the row's max, 0 for a row with nothing
+// visible, whose p are then exact zeros); returns the sum of p of each row.
+template <int N>
+__device__ __forceinline__ RowPair exp_scores(float (&s)[N][4], float scale, float nm_lo, float nm_hi) {
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        s[n][0] = fast_exp2(fmaf(s[n][0], scale, nm_lo));
+        s[n][1] = fast_exp2(fmaf(s[n][1], scale, nm_lo));
+        s[n][2] = fast_exp2(fmaf(s[n][2], scale, nm_hi));
+        s[n][3] = fast_exp2(fmaf(s[n][3], scale, nm_hi));
+        sum_lo += s[n][0] + s[n][1];
+        sum_hi += s[n][2] + s[n][3];
+    }
+    return {sum_lo, sum_hi};
+}
+
+// One tile's online-softmax step of the thread's two rows (lo, hi): their running max m (log2
+// units; -inf while a row has seen no visible key) and sum l after the tile, and al = 2^(m_old -
+// m), the factor their O takes.
+struct SoftmaxStep {
+    float m_lo, m_hi, l_lo, l_hi, al_lo, al_hi;
+};
+
+// Stage "online softmax", base 2, on the raw scores s of a tile: the tile's row max joins m, s
+// becomes p = 2^(s * scale - m) (scale > 0, so the raw row max is the scaled one's) and its row
+// sums join l.
+template <int N>
+__device__ __forceinline__ SoftmaxStep online_softmax_step(float (&s)[N][4], float m_lo, float m_hi, float l_lo,
+                                                           float l_hi, float scale) {
+    const RowPair rx = row_max(s);
+    const float mx_lo = fmaxf(m_lo, quad_max(rx.lo) * scale);
+    const float mx_hi = fmaxf(m_hi, quad_max(rx.hi) * scale);
+    // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
+    const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
+    const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
+    const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
+    const RowPair sum = exp_scores(s, scale, -mu_lo, -mu_hi);
+    return {mx_lo, mx_hi, l_lo * al_lo + sum.lo, l_hi * al_hi + sum.hi, al_lo, al_hi};
+}
+
+// O (accumulator fragments of the thread's rows lo and hi) scaled per row.
+template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= a_lo;
+        o[i][1] *= a_lo;
+        o[i][2] *= a_hi;
+        o[i][3] *= a_hi;
+    }
+}
+
+// P of k16 step kk (keys 16kk .. 16kk + 15 of accumulator fragments s) as the A fragment of an
+// MMA: an m16n8 accumulator pair is, packed to T, an m16k16 A operand in registers.
+template <class T, int N>
+__device__ __forceinline__ void p_fragment(unsigned (&a)[4], const float (&s)[N][4], int kk) {
+    a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// The weight of a state whose max is m in a merge whose max is mx (both log2 units): 2^(m - mx),
+// and 0 for an empty state (m = -inf), also where every state is empty.
+__device__ __forceinline__ float state_weight(float m, float mx) { return m == neg_inf() ? 0.f : fast_exp2(m - mx); }
+
+// What a row's O is multiplied by at the end: 1 / l, 0 for a row that saw nothing (l = 0).
+__device__ __forceinline__ float sum_inv(float l) { return l > 0.f ? 1.f / l : 0.f; }
+
+// Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
+__device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
 
 // Where query row (token tq, query head h) is written.
 struct AttnRowOut {
@@ -292,7 +426,7 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
                     }
                 }
             row_m[r] = mx;
-            row_inv[r] = ls > 0.f ? 1.f / ls : 0.f;
+            row_inv[r] = sum_inv(ls);
             if (cta.row0 + r < cta.nrows && p.lse)
                 cta.row_out(kvh * GROUP, cta.row0 + r).lse(ls > 0.f ? mx + fast_log2(ls) : neg_inf());
         }
@@ -347,52 +481,5 @@ template <unsigned ALIGN> __device__ __forceinline__ AttnSmem align_smem(unsigne
     const unsigned a = smem_u32(raw), b = (a + ALIGN - 1) & ~(ALIGN - 1);
     return {b, raw + (b - a)};
 }
-
-// Max and sum over the four lanes of a quad (the threads holding one row of an MMA fragment).
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// The online-softmax state of the two rows lo and hi a thread holds.
-struct RowState {
-    float m_lo, m_hi, l_lo, l_hi;
-};
-
-// O (accumulator fragments of the thread's rows lo and hi, the layout of mask_scores) scaled per
-// row.
-template <int N> __device__ __forceinline__ void scale_rows(float (&o)[N][4], float a_lo, float a_hi) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        o[i][0] *= a_lo;
-        o[i][1] *= a_lo;
-        o[i][2] *= a_hi;
-        o[i][3] *= a_hi;
-    }
-}
-
-// Stage "mask": the causal DCP limit on raw scores in m16n8 accumulator fragments (the layout of
-// mma.sync and of a warp's rows of a wgmma accumulator): s[n] holds columns col0 + 8n + e of the
-// thread's rows lo (elements e = 0, 1) and hi (2 + e); a column at or past its row's limit
-// becomes -inf.
-template <int N>
-__device__ __forceinline__ void mask_scores(float (&s)[N][4], int col0, int lim_lo, int lim_hi) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) {
-        const int col = col0 + n * 8;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            if (col + e >= lim_lo) s[n][e] = neg_inf();
-            if (col + e >= lim_hi) s[n][2 + e] = neg_inf();
-        }
-    }
-}
-
-// Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
-__device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
 
 }  // namespace dcpattn

@@ -8,9 +8,25 @@
 // (attn.cuh, AttnSchedule): a CTA per worker and KV head runs the segments of its equal share
 // of the batch's work, and the pieces of a job cut between workers are merged by the last one.
 //
-// Stages of a segment (gqa_segment): load Q; per KV tile: gather (cp.async from the page
-// table), scores (QK^T), mask (the row's causal DCP limit), online softmax, PV; epilogue
-// (merge the warps' states, write out and lse or a partial state).
+// Stages of a segment (gqa_segment), by name (gqa_detail:: here, attn.cuh for the shared ones):
+//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then,
+//                   once it landed, load_q_frags (the Q fragments a warp keeps in registers);
+//                   operand_rows: where each lane's ldmatrix rows of Q, K and V start
+//   per KV tile
+//     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
+//                   cp.async copies of a tile) and fetch_page (the page-table lookup one tile
+//                   ahead); FP8: convert_tile (e4m3 -> T in shared memory)
+//     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma)
+//     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
+//     softmax       online_softmax_step (attn.cuh; row_max, exp_scores), scale_rows of O where
+//                   a row max of the warp moved
+//     PV            p_fragment (attn.cuh: P as A fragments) and the MMAs, in the loop body
+//   epilogue        the wgmma path without a cluster writes its rows from registers; else
+//                   stash_state (a warp's m, l and O into shared memory) and the split merge
+//                   over the warps (and the cluster's CTAs), in gqa_segment; a job of the
+//                   balanced schedule cut between workers: AttnSchedule::finish_cut (attn.cuh)
+// PV and the epilogue are written out in gqa_segment: as functions they compiled to different
+// SASS (docs/architecture.md, "Kernel stages").
 //
 // Warps: WARPS_M = M_TILE/16 row groups x WARPS_N = WARPS/WARPS_M key groups. Each warp
 // owns 16 rows and KV_TILE/WARPS_N keys of every tile, keeps its own running max, sum
@@ -370,6 +386,20 @@ template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &b
 // Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
 template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
 
+// This warp's Q fragments into registers from the Q tile (where they stay there: the wgmma path,
+// Q_IN_REGS), after the Q tile landed.
+template <class Tr>
+__device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane) {
+    if constexpr (Tr::WG) {
+#pragma unroll
+        for (int kk = 0; kk < Tr::D / 16; ++kk)
+            ldsm_x4(sQ + tile_off<Tr, Tr::M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
+    } else if constexpr (Tr::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < Tr::D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
+    }
+}
+
 // Stage "scores": S = Q K^T of this warp's 16 rows x NW keys of the tile at stage_off, raw
 // (unscaled) in m16n8 accumulator fragments. Q from qf (Q_IN_REGS, wgmma) or the rows at qa,
 // K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
@@ -442,6 +472,32 @@ __device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], con
     }
 }
 
+// Stage "epilogue", first half: this warp's state of rows r_lo and r_hi into shared memory, m and
+// l at [wn][row] of sm_m and sm_l ([WARPS_N][M_TILE]), O at [wn][row] of red ([WARPS_N][M_TILE][D],
+// 8-float chunks XOR-swizzled by row % 4).
+template <class Tr>
+__device__ __forceinline__ void stash_state(float *sm_m, float *sm_l, float *red, const float (&o)[Tr::D / 8][4],
+                                            float m_lo, float m_hi, float l_lo, float l_hi, int wn, int r_lo, int r_hi,
+                                            int q4) {
+    constexpr int D = Tr::D, M_TILE = Tr::M_TILE;
+    if (q4 == 0) {
+        sm_m[wn * M_TILE + r_lo] = m_lo;
+        sm_l[wn * M_TILE + r_lo] = l_lo;
+        sm_m[wn * M_TILE + r_hi] = m_hi;
+        sm_l[wn * M_TILE + r_hi] = l_hi;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        const int col = i * 8 + 2 * q4;
+        float *plo = red + (wn * M_TILE + r_lo) * D + (col ^ ((r_lo & 3) << 3));
+        float *phi = red + (wn * M_TILE + r_hi) * D + (col ^ ((r_hi & 3) << 3));
+        plo[0] = o[i][0];
+        plo[1] = o[i][1];
+        phi[0] = o[i][2];
+        phi[1] = o[i][3];
+    }
+}
+
 }  // namespace gqa_detail
 
 // One segment: the rows of `cta` (one row tile of one sequence) over its keys, for KV head kvh,
@@ -502,16 +558,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    if constexpr (Tr::WG) {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-            ldsm_x4(sQ + tile_off<Tr, M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
-    } else if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
+    if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int blk = 0; blk < D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
-    } else if constexpr (Tr::Q_IN_REGS) {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(swz<Tr>(qa, kk), qf[kk]);
+    } else {
+        load_q_frags<Tr>(qf, qa, sQ, wm, lane);
     }
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
@@ -527,7 +578,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         cp_async_wait<STAGES - 2>();
         if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
         __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
-        {
+        {  // stage "gather" of the tile STAGES - 1 ahead
             const int tn = t + STAGES - 1;
             gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
             gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
@@ -547,51 +598,25 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
         else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
 
-        // mask keys past each row's limit (only tiles that reach one); scores stay raw until
-        // the exponent (scale > 0, so the raw row max is the scaled one's)
+        // stage "mask": keys past each row's limit (only tiles that reach one); scores stay raw
+        // until the exponent (scale > 0, so the raw row max is the scaled one's)
         if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
 
-        // online softmax, base 2: m and l in log2 units, p = 2^(s * scale - m)
-        float rx_lo = neg_inf(), rx_hi = neg_inf();
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) {
-            rx_lo = fmaxf(rx_lo, fmaxf(s[n][0], s[n][1]));
-            rx_hi = fmaxf(rx_hi, fmaxf(s[n][2], s[n][3]));
-        }
-        const float mx_lo = fmaxf(m_lo, quad_max(rx_lo) * scale);
-        const float mx_hi = fmaxf(m_hi, quad_max(rx_hi) * scale);
-        // a row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives exact 0
-        const float mu_lo = mx_lo == neg_inf() ? 0.f : mx_lo;
-        const float mu_hi = mx_hi == neg_inf() ? 0.f : mx_hi;
-        const float al_lo = fast_exp2(m_lo - mu_lo), al_hi = fast_exp2(m_hi - mu_hi);
-        m_lo = mx_lo;
-        m_hi = mx_hi;
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int n = 0; n < NW / 8; ++n) {
-            s[n][0] = fast_exp2(fmaf(s[n][0], scale, -mu_lo));
-            s[n][1] = fast_exp2(fmaf(s[n][1], scale, -mu_lo));
-            s[n][2] = fast_exp2(fmaf(s[n][2], scale, -mu_hi));
-            s[n][3] = fast_exp2(fmaf(s[n][3], scale, -mu_hi));
-            sum_lo += s[n][0] + s[n][1];
-            sum_hi += s[n][2] + s[n][3];
-        }
-        l_lo = l_lo * al_lo + sum_lo;
-        l_hi = l_hi * al_hi + sum_hi;
+        // stage "online softmax", base 2: m and l in log2 units, p = 2^(s * scale - m)
+        const SoftmaxStep sm = online_softmax_step(s, m_lo, m_hi, l_lo, l_hi, scale);
+        m_lo = sm.m_lo;
+        m_hi = sm.m_hi;
+        l_lo = sm.l_lo;
+        l_hi = sm.l_hi;
         // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
-        if (__any_sync(0xffffffffu, al_lo != 1.f || al_hi != 1.f)) scale_rows(o, al_lo, al_hi);
+        if (__any_sync(0xffffffffu, sm.al_lo != 1.f || sm.al_hi != 1.f)) scale_rows(o, sm.al_lo, sm.al_hi);
 
-        // O += P V
+        // stage "PV": O += P V
         if constexpr (Tr::WG) {
             float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
             unsigned a[NW / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk) {
-                a[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-                a[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-                a[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                a[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            }
+            for (int kk = 0; kk < NW / 16; ++kk) p_fragment<T>(a[kk], s, kk);
             fence_regs(of);
             wgmma_fence();
 #pragma unroll
@@ -603,10 +628,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
         for (int kk = 0; kk < NW / 16; ++kk) {
             unsigned a[4];
-            a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-            a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-            a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            p_fragment<T>(a, s, kk);
             if constexpr (Tr::FRAG8) {
 #pragma unroll
                 for (int j = 0; j < D / 32; ++j) {
@@ -634,7 +656,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     }
     if constexpr (Tr::FRAG8) frag8_unpermute<D>(o, lane);
 
-    // ---- epilogue: merge the partial states of each row, write ----
+    // ---- stage "epilogue": merge the partial states of each row, write ----
     // The wgmma path (one warp column) without a cluster: each thread writes its rows' fragments.
     // Else each warp leaves its rows' (m, l, O) in shared memory. Without a cluster, the CTA merges
     // its WARPS_N states per row and writes out (or, split-KV across launches, its partial).
@@ -664,7 +686,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         for (int half = 0; half < 2; ++half) {
             const int R = row0 + (half ? r_hi : r_lo);
             if (R >= nrows) continue;
-            const float l = half ? l_hi : l_lo, inv = l > 0.f ? 1.f / l : 0.f;
+            const float l = half ? l_hi : l_lo, inv = sum_inv(l);
             const float lse2 = row_lse2(half ? m_hi : m_lo, l);
             const AttnRowOut out = cta.row_out(kvh * GROUP, R);
             if (split_out) {
@@ -688,22 +710,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
     float *sm_l = sm_m + WARPS_N * M_TILE;
     float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
-    if (q4 == 0) {
-        sm_m[wn * M_TILE + r_lo] = m_lo;
-        sm_l[wn * M_TILE + r_lo] = l_lo;
-        sm_m[wn * M_TILE + r_hi] = m_hi;
-        sm_l[wn * M_TILE + r_hi] = l_hi;
-    }
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-        const int col = i * 8 + 2 * q4;
-        float *plo = red + (wn * M_TILE + r_lo) * D + (col ^ ((r_lo & 3) << 3));
-        float *phi = red + (wn * M_TILE + r_hi) * D + (col ^ ((r_hi & 3) << 3));
-        plo[0] = o[i][0];
-        plo[1] = o[i][1];
-        phi[0] = o[i][2];
-        phi[1] = o[i][3];
-    }
+    stash_state<Tr>(sm_m, sm_l, red, o, m_lo, m_hi, l_lo, l_hi, wn, r_lo, r_hi, q4);
     if (in_cluster) {
 #if DCPATTN_HAS_CLUSTERS
         cluster_sync();
@@ -712,7 +719,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         __syncthreads();
     }
 
-    // states [src][w] of row r: src = the cluster's CTAs (or this CTA alone), w = its warp columns
+    // stage "split merge": states [src][w] of row r, src = the cluster's CTAs (or this CTA
+    // alone), w = its warp columns
     const int nsrc = in_cluster ? p.num_splits : 1;
     const unsigned a_m = smem_u32(sm_m), a_l = smem_u32(sm_l), a_red = smem_u32(red);
     auto ld1 = [&](int q, unsigned a) {
@@ -746,7 +754,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
             for (int w = 0; w < WARPS_N; ++w) {
                 const float mw = ld1(q, a_m + (w * M_TILE + r) * 4);
-                const float f = mw == neg_inf() ? 0.f : fast_exp2(mw - mx);
+                const float f = state_weight(mw, mx);
                 lsum += f * ld1(q, a_l + (w * M_TILE + r) * 4);
                 float x[4], y[4];
                 ld4(q, a_red + w * M_TILE * D * 4 + off, x);
@@ -757,7 +765,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                     acc[4 + e] += f * y[e];
                 }
             }
-        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const float inv = sum_inv(lsum);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
         const AttnRowOut out = cta.row_out(kvh * GROUP, R);

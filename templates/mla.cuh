@@ -25,6 +25,27 @@
 // to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
 // softmax follows it).
 //
+// Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
+// lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
+//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then
+//                   load_q_rope (the rope block's Q fragments, kept in registers)
+//   per tile
+//     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
+//                   for the tile two ahead once its last reader is done), zero_tail (the
+//                   last tile's V rows past the last visible key)
+//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
+//     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
+//     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
+//                   rescale (O and l when the reference max moves), store_p (P to shared
+//                   memory for the other warpgroup)
+//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile)
+//   epilogue        sum_warpgroups (the two halves' row sums), store_rows (out and lse, or the
+//                   split's partial state)
+//   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
+//                   that ends its sequence), MlaSchedule::merge (adds them, before the epilogue)
+// The lambdas stay lambdas: rescale as a function of its own changed the SASS of every MLA
+// variant (docs/architecture.md, "Kernel stages").
+//
 // Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
 // `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
 // x page_size tokens x pages; box 64 channels x min(page_size, 64) tokens; 128-byte swizzle)
@@ -126,6 +147,91 @@ __device__ __forceinline__ unsigned add_at(unsigned base, unsigned off) {
 // 32 bytes per step inside it. The start address field (low 14 bits) never carries: shared
 // memory offsets stay below 256 KB.
 __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4; }
+
+// Stage "load Q": the 64 packed rows x 576 channels of the CTA's tile (zero rows past the end)
+// into the Q tile at sQ, 128-byte swizzled like the K tiles, and waited for.
+template <class Tr>
+__device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p,
+                                            const AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE> &cta, unsigned sQ, int tid) {
+    constexpr int CHUNKS = Tr::CHUNKS;
+    const char *qb = static_cast<const char *>(p.q);
+    for (int idx = tid; idx < Tr::M_TILE * CHUNKS; idx += Tr::THREADS) {
+        const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
+        const bool ok = R < cta.nrows;
+        const long long off = cta.q_chunk(0, R, c);
+        cp_async16(sQ + (c >> 3) * Tr::BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+}
+
+// Stage "epilogue": this thread's fragments of rows r_lo and r_hi, the channels of warpgroup wg,
+// normalized by the rows' sums l and written: to o_part and lse_part (split-KV across launches),
+// else to out and lse.
+template <class Tr>
+__device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p,
+                                           const AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE> &cta, const float (&o)[128],
+                                           float m_lo, float m_hi, float l_lo, float l_hi, int wg, int r_lo, int r_hi,
+                                           int q4) {
+    using T = typename Tr::T;
+    const bool split_out = p.num_splits > 1;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int R = cta.row0 + (half ? r_hi : r_lo);
+        if (R >= cta.nrows) continue;
+        const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
+        const float inv = sum_inv(l);
+        const AttnRowOut out = cta.row_out(0, R);
+        const float lse2 = row_lse2(m, l);
+        if (split_out) {
+            const long long prow = out.part(cta.split);
+            float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+                f2 v;
+                v.x = o[4 * i + 2 * half] * inv;
+                v.y = o[4 * i + 2 * half + 1] * inv;
+                *reinterpret_cast<f2 *>(dst + i * 8) = v;
+            }
+            if (wg == 0 && q4 == 0) p.lse_part[prow] = lse2;
+        } else {
+            unsigned *dst = reinterpret_cast<unsigned *>(static_cast<char *>(p.out) +
+                                                         (out.out_index() + wg * 256 + 2 * q4) * 2);
+#pragma unroll
+            for (int i = 0; i < 32; ++i)
+                dst[i * 4] = pack2<T>(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
+            if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
+        }
+    }
+}
+
+// The rope block's four k16 steps of warp wi's 16 Q rows as wgmma A fragments (ldmatrix from
+// the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1)); they stay in registers.
+template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4][4], unsigned sQ, int wi, int lane) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
+        const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
+        ldsm_x4(sQ + (c >> 3) * Tr::BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
+    }
+}
+
+// Stage "split merge" of the two warpgroups: each holds the sums of its half of every row's keys
+// (l_lo, l_hi of this thread's quad); both end with the whole rows' sums. xm: 2 x 64 floats of
+// shared memory no one else reads meanwhile.
+__device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *xm, int wg, int r_lo, int r_hi, int q4) {
+    l_lo = quad_sum(l_lo);
+    l_hi = quad_sum(l_hi);
+    __syncthreads();  // every reader of xm is past it
+    if (q4 == 0) {
+        xm[wg * 64 + r_lo] = l_lo;
+        xm[wg * 64 + r_hi] = l_hi;
+    }
+    __syncthreads();
+    l_lo += xm[(wg ^ 1) * 64 + r_lo];
+    l_hi += xm[(wg ^ 1) * 64 + r_hi];
+}
 
 }  // namespace mla_detail
 
@@ -273,10 +379,10 @@ struct MlaSchedule {
             const f4 st = ld_cg_f4(r + 32 * 256);
             const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
             // (a row empty in both stays empty: both factors 0)
-            const float a_lo = m_lo == neg_inf() ? 0.f : fast_exp2(m_lo - nm_lo);
-            const float a_hi = m_hi == neg_inf() ? 0.f : fast_exp2(m_hi - nm_hi);
-            const float c_lo = st.x == neg_inf() ? 0.f : fast_exp2(st.x - nm_lo);
-            const float c_hi = st.y == neg_inf() ? 0.f : fast_exp2(st.y - nm_hi);
+            const float a_lo = state_weight(m_lo, nm_lo);
+            const float a_hi = state_weight(m_hi, nm_hi);
+            const float c_lo = state_weight(st.x, nm_lo);
+            const float c_hi = state_weight(st.y, nm_hi);
 #pragma unroll
             for (int i = 0; i < 32; ++i) {
                 const f4 v = ld_cg_f4(r + i * 256);
@@ -384,21 +490,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
             }
 
-            // ---- Q tile: 64 packed rows x 576, swizzled; rows past the end are zero ----
-            {
-                const char *qb = static_cast<const char *>(p.q);
-                for (int idx = tid; idx < M_TILE * CHUNKS; idx += THREADS) {
-                    const int r = idx / CHUNKS, c = idx % CHUNKS, R = row0 + r;
-                    const bool ok = R < nrows;
-                    const long long off =
-                        ok ? ((long long)cta.token(R) * p.q_st + (long long)cta.head(0, R) * p.q_sh + c * 8) * 2 : 0;
-                    cp_async16(sQ + (c >> 3) * BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off,
-                               ok ? 16 : 0);
-                }
-                cp_async_commit();
-                cp_async_wait<0>();
-                fence_proxy_async();
-            }
+            load_q_tile<Tr>(p, cta, sQ, tid);
             __syncthreads();  // Q in place, barriers initialized
 
             // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
@@ -410,15 +502,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-            // the rope block's four k16 steps of this warp's 16 Q rows as wgmma A fragments (ldmatrix
-            // from the swizzled Q tile: matrix i = rows +8(i&1), channels +8(i>>1))
             unsigned qr[4][4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int mi = lane >> 3, row = wi * 16 + (mi & 1) * 8 + (lane & 7);
-                const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
-                ldsm_x4(sQ + (c >> 3) * BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
-            }
+            load_q_rope<Tr>(qr, sQ, wi, lane);
             __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
@@ -451,13 +536,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 m_hi = nm_hi;
                 l_lo *= al_lo;
                 l_hi *= al_hi;
-#pragma unroll
-                for (int i = 0; i < 32; ++i) {
-                    o[4 * i + 0] *= al_lo;
-                    o[4 * i + 1] *= al_lo;
-                    o[4 * i + 2] *= al_hi;
-                    o[4 * i + 3] *= al_hi;
-                }
+                scale_rows(reinterpret_cast<float(&)[32][4]>(o), al_lo, al_hi);
             };
 
             // A refill of blocks [b0, b0 + nb) is shared by the warps of the warpgroup: one thread of
@@ -539,8 +618,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         if (need_mask) {
-                            if (col + e >= lim_lo) sacc[4 * n + e] = neg_inf();
-                            if (col + e >= lim_hi) sacc[4 * n + 2 + e] = neg_inf();
+                            mask_key(sacc[4 * n + e], col + e, lim_lo);
+                            mask_key(sacc[4 * n + 2 + e], col + e, lim_hi);
                         }
                         mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
                         mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
@@ -691,46 +770,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
-                l_lo = quad_sum(l_lo);
-                l_hi = quad_sum(l_hi);
-                __syncthreads();  // every reader of xm is past it
-                if (q4 == 0) {
-                    xm[wg * 64 + r_lo] = l_lo;
-                    xm[wg * 64 + r_hi] = l_hi;
-                }
-                __syncthreads();
-                l_lo += xm[(wg ^ 1) * 64 + r_lo];
-                l_hi += xm[(wg ^ 1) * 64 + r_hi];
+                sum_warpgroups(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
 
-                const bool split_out = p.num_splits > 1;
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int R = row0 + (half ? r_hi : r_lo);
-                    if (R >= nrows) continue;
-                    const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
-                    const float inv = l > 0.f ? 1.f / l : 0.f;
-                    const AttnRowOut out = cta.row_out(0, R);
-                    const float lse2 = row_lse2(m, l);
-                    if (split_out) {
-                        const long long prow = out.part(cta.split);
-                        float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
-#pragma unroll
-                        for (int i = 0; i < 32; ++i) {
-                            f2 v;
-                            v.x = o[4 * i + 2 * half] * inv;
-                            v.y = o[4 * i + 2 * half + 1] * inv;
-                            *reinterpret_cast<f2 *>(dst + i * 8) = v;
-                        }
-                        if (wg == 0 && q4 == 0) p.lse_part[prow] = lse2;
-                    } else {
-                        unsigned *dst = reinterpret_cast<unsigned *>(static_cast<char *>(p.out) +
-                                                                     (out.out_index() + wg * 256 + 2 * q4) * 2);
-#pragma unroll
-                        for (int i = 0; i < 32; ++i)
-                            dst[i * 4] = pack2<T>(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
-                        if (wg == 0 && q4 == 0 && p.lse) out.lse(lse2);
-                    }
-                }
+                store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
             }
             phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }
