@@ -31,7 +31,8 @@ sanitize_full() {
     log="$OUT/sanitizer-full.log"
     : > "$log"
     for run in "memcheck test_gpu_attn" "memcheck test_gpu_mla" "memcheck test_gpu" "memcheck test_gpu_threads" \
-               "memcheck test_gpu_big" "racecheck test_gpu_attn" "racecheck test_gpu_mla" "racecheck test_gpu" \
+               "memcheck test_gpu_big" "memcheck test_gpu_sparse" "racecheck test_gpu_attn" "racecheck test_gpu_mla" \
+               "racecheck test_gpu" "racecheck test_gpu_sparse" \
                "synccheck test_gpu_attn" "synccheck test_gpu_mla" "synccheck test_gpu" \
                "initcheck test_gpu_attn" "initcheck test_gpu_mla" "initcheck test_gpu"; do
         set -- $run
@@ -59,7 +60,7 @@ sanitize_full() {
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 if [ "$MODE" = sanitize-full ]; then
-    make -s aot build/test_gpu build/test_gpu_attn build/test_gpu_mla build/test_gpu_threads build/test_gpu_big \
+    make -s aot build/test_gpu build/test_gpu_attn build/test_gpu_mla build/test_gpu_threads build/test_gpu_big build/test_gpu_sparse \
         > "$OUT/build-sanitize.log" 2>&1 || { tail -n 30 "$OUT/build-sanitize.log"; exit 1; }
     sanitize_full
     exit 0
