@@ -10,17 +10,20 @@
 //
 // Stages of a segment (gqa_segment), by name (gqa_detail:: here, attn.cuh for the shared ones):
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then,
-//                   once it landed, load_q_frags (the Q fragments a warp keeps in registers);
-//                   operand_rows: where each lane's ldmatrix rows of Q, K and V start
+//                   once it landed, load_q_frags (the Q fragments a warp keeps in registers;
+//                   FRAG8: q_frag8); operand_rows: where each lane's ldmatrix rows of Q, K and
+//                   V start
 //   per KV tile
 //     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
-//                   cp.async copies of a tile) and fetch_page (the page-table lookup one tile
-//                   ahead); FP8: convert_tile (e4m3 -> T in shared memory)
-//     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma)
+//                   cp.async copies of a tile, at g_off) and fetch_page (the page-table lookup
+//                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> T tiles)
+//     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma); FRAG8:
+//                   scores_step_frag8 (K fragments from the e4m3 stage)
 //     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
 //     softmax       online_softmax_step (attn.cuh; row_max, exp_scores), scale_rows of O where
 //                   a row max of the warp moved
 //     PV            p_fragment (attn.cuh: P as A fragments) and the MMAs, in the loop body
+//                   (FRAG8: V fragments from the e4m3 stage, then frag8_unpermute of O once)
 //   epilogue        the wgmma path without a cluster writes its rows from registers; else
 //                   stash_state (a warp's m, l and O into shared memory) and the split merge
 //                   over the warps (and the cluster's CTAs), in gqa_segment; a job of the
@@ -389,8 +392,12 @@ template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4
 // This warp's Q fragments into registers from the Q tile (where they stay there: the wgmma path,
 // Q_IN_REGS), after the Q tile landed.
 template <class Tr>
-__device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane) {
-    if constexpr (Tr::WG) {
+__device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane, int g,
+                                             int q4) {
+    if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
+#pragma unroll
+        for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
+    } else if constexpr (Tr::WG) {
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 16; ++kk)
             ldsm_x4(sQ + tile_off<Tr, Tr::M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
@@ -558,12 +565,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
-#pragma unroll
-        for (int blk = 0; blk < D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
-    } else {
-        load_q_frags<Tr>(qf, qa, sQ, wm, lane);
-    }
+    load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
     const unsigned k8_row = sGK + (wn * NW + g) * D + (q4 & 1) * 8;
