@@ -404,8 +404,8 @@ struct MlaSchedule {
 template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(const dcpattn_attn_kparams &p) {
     using namespace mla_detail;
     using T = typename Tr::T;
-    constexpr int GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE, THREADS = Tr::THREADS;
-    constexpr int CHUNKS = Tr::CHUNKS, BLOCKS = Tr::BLOCKS, TILE_BYTES = Tr::TILE_BYTES, BLOCK_BYTES = Tr::BLOCK_BYTES;
+    constexpr int GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE;
+    constexpr int BLOCKS = Tr::BLOCKS, TILE_BYTES = Tr::TILE_BYTES, BLOCK_BYTES = Tr::BLOCK_BYTES;
 
     extern __shared__ __attribute__((aligned(1024))) unsigned char mla_smem[];
 
