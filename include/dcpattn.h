@@ -2614,7 +2614,7 @@ static dcpattn_status dcpattn__sparse_args_check(const dcpattn_attn_desc *d, dcp
     if (!dcpattn__span(d->max_total_q, a->topk_ids_stride, 1, 0, d->sparse_topk, &span_ids) || span_ids > INT64_MAX / 4)
         return dcpattn__fail(DCPATTN_STATUS_OVERFLOW, "attn: max_total_q*topk_ids_stride = %d*%lld overflows",
                              d->max_total_q, (long long)a->topk_ids_stride);
-    if (dcpattn__overlap(a->out, span_out * 2, a->topk_ids, (int64_t)d->sparse_topk * 4))
+    if (dcpattn__overlap(a->out, span_out * 2, a->topk_ids, span_ids * 4))
         return dcpattn__fail(DCPATTN_STATUS_ALIASING, "attn: out = %p overlaps topk_ids = %p", a->out,
                              (const void *)a->topk_ids);
     return DCPATTN_STATUS_SUCCESS;

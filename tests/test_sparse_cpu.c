@@ -456,6 +456,8 @@ static void test_validation(void) {
     a.topk_count = NULL;
     a.topk_ids = (const int32_t *)(base + 0x30000);
     expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "topk_ids", "out over the ids");
+    a.topk_ids = (const int32_t *)(base + 0x30000 - 64 * 4); /* row 0 ends where out begins; rows 1.. overlap it */
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_ALIASING, "topk_ids", "out over a later row of ids");
     a.topk_ids = (const int32_t *)(base + 0x60000);
     a.batch = 0;
     a.topk_ids = NULL;
