@@ -35,6 +35,14 @@ local function field(desc, key, lo, default)
     return n
 end
 
+-- The page sizes MLA takes (those of its TMA tiles; sparse MLA keeps the same set).
+local function mla_page(v, where)
+    for _, p in ipairs(mla.page_sizes) do
+        if p == v.page_size then return true end
+    end
+    return nil, util.err(where, "page_size = %d: MLA takes %s", v.page_size, concat(mla.page_sizes, ", "))
+end
+
 -- Canonical name of the variant for `desc` = { dtype = "bf16"|"fp16" [, kv_dtype = dtype or
 -- "e4m3" or (sparse) "fp8ds"], hq, hkv, dqk, dv, page_size, max_q_len [, arch]
 -- [, sparse_topk] }, or nil, err.
@@ -80,11 +88,8 @@ function M.attn(desc, where)
         if v.hq > mla.max_hq then
             return nil, util.err(where, "hq = %d: MLA supports at most %d query heads per rank", v.hq, mla.max_hq)
         end
-        local page_ok = false
-        for _, p in ipairs(mla.page_sizes) do page_ok = page_ok or p == v.page_size end
-        if not page_ok then
-            return nil, util.err(where, "page_size = %d: MLA takes %s", v.page_size, concat(mla.page_sizes, ", "))
-        end
+        local ok, err = mla_page(v, where)
+        if not ok then return nil, err end
         return spec.name({
             family = "mla",
             dtype = dtype,
@@ -124,11 +129,8 @@ function M.sparse(desc, v, dtype, where)
     if v.hq > sparse.max_hq then
         return nil, util.err(where, "hq = %d: sparse MLA supports at most %d query heads per rank", v.hq, sparse.max_hq)
     end
-    local page_ok = false
-    for _, p in ipairs(mla.page_sizes) do page_ok = page_ok or p == v.page_size end
-    if not page_ok then
-        return nil, util.err(where, "page_size = %d: MLA takes %s", v.page_size, concat(mla.page_sizes, ", "))
-    end
+    local ok, err = mla_page(v, where)
+    if not ok then return nil, err end
     return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64 }, where)
 end
 
