@@ -673,24 +673,19 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         bt[(size_t)(b * bt_stride + ppseq)] = perm[(size_t)(c->B * ppseq + b % extra)]; /* unused column: a NaN page */
     }
     for (int p = 0; p < ppseq; p++) ident[(size_t)p] = p;
-    CUDA_OK(cudaMalloc(&d_k, (size_t)(num_pages * k_page) * kvb));
-    if (c->fp8) {
-        fill_e4m3<<<1024, 256>>>((uint8_t *)d_k, (size_t)(num_pages * k_page), rng ^ 0x6b);
-        LAUNCH_OK();
-    } else {
-        fill_dev_bf16(d_k, (size_t)(num_pages * k_page), rng ^ 0x6b, 1.0f);
-    }
-    if (c->mla) {
-        d_v = d_k;
-    } else {
-        CUDA_OK(cudaMalloc(&d_v, (size_t)(num_pages * v_page) * kvb));
+    auto new_cache = [&](size_t n, uint64_t seed) { /* n random bf16 or e4m3 values */
+        void *p;
+        CUDA_OK(cudaMalloc(&p, n * kvb));
         if (c->fp8) {
-            fill_e4m3<<<1024, 256>>>((uint8_t *)d_v, (size_t)(num_pages * v_page), rng ^ 0x76);
+            fill_e4m3<<<1024, 256>>>((uint8_t *)p, n, seed);
             LAUNCH_OK();
         } else {
-            fill_dev_bf16(d_v, (size_t)(num_pages * v_page), rng ^ 0x76, 1.0f);
+            fill_dev_bf16(p, n, seed, 1.0f);
         }
-    }
+        return p;
+    };
+    d_k = new_cache((size_t)(num_pages * k_page), rng ^ 0x6b);
+    d_v = c->mla ? d_k : new_cache((size_t)(num_pages * v_page), rng ^ 0x76);
     if (c->fp8) {
         d_scales = (float *)gpu_upload(fp8_scales, sizeof fp8_scales);
     }
