@@ -129,6 +129,16 @@ def _thread_block():
     return _local.block
 
 
+def steady_entry(table, sig, max_seqlen_k):
+    """The steady-state entry of a call signature in table, or None. max_seqlen_k only bounds
+    the plan: an entry (lo, hi, ...) serves the values its plan was made for (a value outside
+    takes the general path, which replaces it)."""
+    e = table.get(sig)
+    if e is not None and not ((e[0] is None or e[0] <= max_seqlen_k) and (e[1] is None or max_seqlen_k <= e[1])):
+        return None
+    return e
+
+
 def _issue(plan, values, stream, producers=None):
     """Packs values into this thread's argument block and runs the plan on stream, with the
     plan's context current (after the producer streams, if any). The steady state's whole
@@ -457,12 +467,7 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
                    (v_scale.shape, v_scale.is_contiguous() or v_scale.stride(), v_scale.dtype, v_scale.get_device()),
                    max_seqlen_q, softmax_scale, causal, return_softmax_lse, cp_world_size, cp_rank,
                    cp_kv_cache_interleave_size, num_splits, kv_cache_dtype, descale)
-            e = calls.get(sig)
-            # max_seqlen_k only bounds the plan: the signature's entry serves the values its
-            # plan was made for (a value outside takes the general path, which replaces it)
-            if e is not None and not ((e[0] is None or e[0] <= max_seqlen_k) and
-                                      (e[1] is None or max_seqlen_k <= e[1])):
-                e = None
+            e = steady_entry(calls, sig, max_seqlen_k)
         except Exception:  # not all PyTorch tensors, or a scalar that cannot be hashed or compared
             sig = e = None
         if e is not None:

@@ -13,7 +13,8 @@ import sys
 
 from . import _arrays, _attention, _lib
 from ._arrays import call_stream, parse, stream_handle
-from ._attention import _MAX_CALLS, _bound, _issue, _new_plan, bound_range, bucket, given_outputs, new_outputs
+from ._attention import (_MAX_CALLS, _bound, _issue, _new_plan, bound_range, bucket, given_outputs, new_outputs,
+                         steady_entry)
 from ._lib import ArgumentError
 from ._runtime import fast_strides, index_array, same_device, strides_for_c
 
@@ -196,10 +197,7 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
                    _sig(topk_indices), _sig(topk_count), _sig(sinks), _sig(cp_tot_seqused_k), _sig(out),
                    return_softmax_lse and _sig(softmax_lse), max_seqlen_q, softmax_scale, kv_cache_dtype,
                    return_softmax_lse, cp_world_size, cp_rank, cp_kv_cache_interleave_size)
-            e = calls.get(sig)
-            if e is not None and not ((e[0] is None or e[0] <= max_seqlen_k) and
-                                      (e[1] is None or max_seqlen_k <= e[1])):
-                e = None
+            e = steady_entry(calls, sig, max_seqlen_k)
         except Exception:  # not all PyTorch tensors, or a scalar that cannot be hashed or compared
             sig = e = None
         if e is not None:
