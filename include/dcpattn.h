@@ -2997,18 +2997,19 @@ static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int
     return w > 1 ? (int)w : 1;
 }
 
-/* GQA's balanced schedule at run time: with at least as many jobs (sequences x row tiles) as
-   workers, the largest worker count that gives each worker a whole number k of jobs, where that
-   keeps 95 % of the wave: an even batch is then cut at job boundaries only (no partial states,
-   no merge; H200, G1 q_len 8: 99 % of the per-sequence split against 94 % over 33 workers),
-   and an uneven one loses at most 5 % of the wave. */
+/* The balanced schedule's workers at run time, from the batch's job count J (sequences x row
+   tiles for GQA, per KV head; sequences for MLA, per row tile): the largest count g within 95 %
+   of the plan's workers w that J divides (J >= g: every worker takes J / g whole jobs) or that
+   divides by J (J < g: every job is cut into g / J pieces), else w. An even batch then runs as a
+   per-sequence split would, its cuts at job boundaries or into equal pieces (H200, G1 q_len 8:
+   99 % of the per-sequence split against 94 % over 33 workers), and an uneven one loses at most
+   5 % of the wave. */
 static int dcpattn__run_workers(int workers, int64_t jobs) {
-    int64_t k, g;
-    if (jobs < workers)
-        return workers;
-    k = (jobs + workers - 1) / workers;
-    g = (jobs + k - 1) / k;
-    return g * 20 >= (int64_t)workers * 19 ? (int)g : workers;
+    int g;
+    for (g = workers; jobs > 0 && (int64_t)g * 20 >= (int64_t)workers * 19; g--)
+        if (jobs >= g ? jobs % g == 0 : g % jobs == 0)
+            return g;
+    return workers;
 }
 
 /* The launch parameters that depend only on the descriptor, built once per plan, and the
@@ -3265,7 +3266,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.lse_part = mla ? NULL : (float *)((char *)workspace + plan->part_offset_lse);
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
-        kp.workers = mla ? plan->workers : dcpattn__run_workers(plan->workers, (int64_t)a.batch * plan->row_tiles);
+        kp.workers = dcpattn__run_workers(plan->workers, (int64_t)a.batch * (mla ? 1 : plan->row_tiles));
         return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)kp.workers,
                                   mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
                                   stream, "attention launch (balanced)");

@@ -8,6 +8,7 @@
 #include "dcpattn.h"
 
 #include "check.h"
+#include "../templates/sched.cuh"
 
 typedef struct launch_rec {
     unsigned grid[3], block, smem, cluster[3];
@@ -74,6 +75,44 @@ static dcpattn__CUresult record_tmap(void *map, int dtype, unsigned rank, void *
     return 0;
 }
 
+/* The balanced schedule's worker count at run time (dcpattn__run_workers): within 95 % of the
+   plan's workers, and where some count there fits the job count, an even batch of those jobs is
+   cut only at job boundaries or into the same number of equal pieces per job, as
+   templates/sched.cuh partitions it. One case per plan worker count, over job counts 1..400. */
+static void check_run_workers(void) {
+    static const int plan_workers[] = {1, 8, 20, 33, 49, 66, 128, 132, 264, 396};
+    static const int units[] = {1, 37, 128};
+    size_t i, k;
+    for (i = 0; i < sizeof plan_workers / sizeof plan_workers[0]; i++) {
+        const int w = plan_workers[i];
+        int J, bad = 0, bad_j = 0, bad_g = 0;
+        for (J = 1; J <= 400 && !bad; J++) {
+            const int g = dcpattn__run_workers(w, J);
+            int fits = 0, h;
+            for (h = w; h * 20 >= w * 19; h--)
+                fits |= J >= h ? J % h == 0 : h % J == 0;
+            bad = g > w || g * 20 < w * 19;
+            for (k = 0; k < sizeof units / sizeof units[0] && fits && !bad; k++) {
+                const long long u = units[k], U = (long long)J * u;
+                const int want = J >= g ? 1 : g / J;
+                int j;
+                if (U < g) continue; /* fewer units than workers: a unit per worker */
+                for (j = 0; j < J; j++)
+                    bad |= dcpattn_sched_pieces(U, g, j * u, (j + 1) * u) != want;
+            }
+            if (bad) bad_j = J, bad_g = g;
+        }
+        CHECK(!bad, "run workers of a plan of %d: %d jobs get %d workers (an even batch cut unevenly, or under 95 %%)",
+              w, bad_j, bad_g);
+    }
+    /* the benchmark's shapes: M1 (33 workers per row tile, 32 sequences), M2 (132, 128), G2 q_len
+       4 (33 per KV head, 8 jobs) take the even cut; G1 q_len 1 (49, 64 jobs) has none within 95 % */
+    CHECK(dcpattn__run_workers(33, 32) == 32 && dcpattn__run_workers(132, 128) == 128 &&
+              dcpattn__run_workers(33, 8) == 32 && dcpattn__run_workers(49, 64) == 49,
+          "run workers of the benchmark shapes: %d %d %d %d", dcpattn__run_workers(33, 32),
+          dcpattn__run_workers(132, 128), dcpattn__run_workers(33, 8), dcpattn__run_workers(49, 64));
+}
+
 int main(void) {
     dcpattn_context *ctx;
     dcpattn_context_desc cd;
@@ -89,6 +128,7 @@ int main(void) {
         printf("context: %s\n0 passed, 1 failed\n", dcpattn_last_error());
         return 1;
     }
+    check_run_workers();
     memset(&d, 0, sizeof d);
     d.num_q_heads = 64;
     d.num_kv_heads = 8;
@@ -357,8 +397,7 @@ int main(void) {
                   "GQA balanced: %d workers, workspace %zu (want %zu)", w, dcpattn_attn_workspace_size(gp), want);
             for (i = 0; i < 2; i++) {
                 dcpattn_attn_args ga = a;
-                const long long jobs = (long long)runs[i] * rt, k = (jobs + w - 1) / w, gw = (jobs + k - 1) / k;
-                const int expect = jobs >= w && gw * 20 >= (long long)w * 19 ? (int)gw : w;
+                const int expect = dcpattn__run_workers(w, (int64_t)runs[i] * rt);
                 ga.batch = runs[i];
                 nrecs = 0;
                 CHECK(dcpattn_attn_run(gp, &ga, ws, want, 0) == 0 && nrecs == 1, "GQA balanced run: %s",
