@@ -345,12 +345,16 @@ struct MlaSchedule {
                threadIdx.x;
     }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag.
+    // live: whether this thread's warp holds a row of the tile (its rows are 16 apart from the
+    // other warps': a tile of 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, const float (&o)[128], float m_lo,
-                                            float m_hi, float l_lo, float l_hi) const {
+                                            float m_hi, float l_lo, float l_hi, bool live) const {
         f4 *r = record(p, blockIdx.x);
+        if (live) {
 #pragma unroll
-        for (int i = 0; i < 32; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
-        st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
+            for (int i = 0; i < 32; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
+            st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
+        }
         fence_gpu();
         __syncthreads();
         if (threadIdx.x == 0) st_release_u64(words(p, blockIdx.x), p.token);
@@ -362,7 +366,7 @@ struct MlaSchedule {
     }
     // Adds the states of workers owner0 .. this one - 1 (the sequence's earlier pieces).
     __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi) const {
+                                          float &l_lo, float &l_hi, bool live) const {
         const int w1 = blockIdx.x;
         if (threadIdx.x == 0)
             for (int w = owner0; w < w1; ++w) {
@@ -373,7 +377,7 @@ struct MlaSchedule {
             }
         __syncthreads();
 #pragma unroll 1
-        for (int w = owner0; w < w1; ++w) {
+        for (int w = owner0; w < w1 && live; ++w) {
             if (!has_units(p, w)) continue;
             const f4 *r = record(p, w);
             const f4 st = ld_cg_f4(r + 32 * 256);
@@ -766,10 +770,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // Balanced schedule: a piece whose sequence goes on in the next worker's range leaves its
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence;
             // that one adds the states of all the sequence's earlier pieces to its own first.
+            const bool live = wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH) {
-                sched.publish(p, o, m_lo, m_hi, l_lo, l_hi);
+                sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);
             } else {
-                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi);
+                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live);
                 sum_warpgroups(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
 
                 store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
