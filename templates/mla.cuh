@@ -239,27 +239,35 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 // local keys in units of one 64-key tile (a sequence without keys counts one unit, so that
 // its rows are written), all sequences in order, cut into p.workers ranges of equal length;
 // CTA (w, z) runs row tile z of every sequence piece in range w, the last piece first. A
-// sequence cut between ranges w0 < ... < w1: its pieces in w0 .. w1 - 1 are the last piece of
-// their range, run first, and each leaves its state in the workspace (record of CTA (w, z):
-// 33 x 256 f4, thread-major) under a flag set to the run's token; CTA (w1, z) runs its
-// piece last, waits for the flags (set long before: lower workers run those pieces first, and
-// a CTA only ever waits for CTAs launched before it), adds the states to its own and writes
-// the rows. The reader resets the flags, so a graph replay with the same token starts clean;
-// a fresh token per run keeps any stale word from matching.
+// sequence cut between ranges w0 < ... < w1: its pieces in w0 .. w1 - 1 (index j = w - w0)
+// are the last piece of their range, run first, and each leaves its state in the workspace
+// (record of CTA (w, z): 33 x 256 f4, thread-major) under a flag set to the run's token;
+// CTA (w1, z) runs its piece last, waits for the flags (set long before: lower workers run
+// those pieces first, and a CTA only ever waits for CTAs launched before it), adds the states
+// to its own and writes the rows. The states are added in groups of four, so that no CTA adds
+// a long chain of them one after the other (each costs a round trip to L2: a sequence cut
+// into 26 pieces took 50 us in one CTA): piece j with j % 4 == 3 (a head) first adds the
+// states of pieces j - 3 .. j - 1 to its own and leaves the sum; the last piece adds the heads'
+// states and those of the pieces after the last head. (Only where every worker holds a unit;
+// with fewer units than workers the last piece adds every state.) A reader waits for all its
+// flags at once and resets them, so a graph replay with the same token starts clean; a fresh
+// token per run keeps any stale word from matching; the order of the additions depends only
+// on the lengths, so a replay gives the bits of an eager run.
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS >= 7, "the flag and 6 schedule values");
+    static_assert(DCPATTN_BAL_WORDS >= 6, "the flag and 5 schedule values");
+    static constexpr int GROUP = 4;  // pieces whose states a head adds up (see above)
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
-    int b, u, owner0;  // current sequence, its units; first worker of the sequence holding `lo`
+    int b, u;          // current sequence, its units
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
         return max(1, (ldg_i32(p.seqused_k + b) + 63) >> 6);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
-    // 260 long longs of shared memory that no one else touches until init returns.
+    // 259 long longs of shared memory that no one else touches until init returns.
     __device__ __forceinline__ bool init(const dcpattn_attn_kparams &p, long long *scratch) {
         // one sequence per thread (the host asks for at most 256); straight-line code: a
         // thread-dependent loop or branch here makes ptxas serialize the kernel's wgmmas (C7520)
@@ -294,7 +302,6 @@ struct MlaSchedule {
             scratch[257] = tid;
             scratch[258] = at;
         }
-        if (at <= lo && lo < at + n) scratch[259] = (G * (at + 1) + total - 1) / total - 1;  // owner of its first unit
         fence_proxy_async();  // (TMA writes these bytes next)
         __syncthreads();
         // Through this CTA's words of global memory: ptxas takes a value read from shared memory
@@ -305,19 +312,17 @@ struct MlaSchedule {
             const bool any = lo < hi;  // (else words 257-259 were not written)
             g[1] = any ? (unsigned long long)scratch[257] : 0ull;
             g[2] = any ? (unsigned long long)scratch[258] : 0ull;
-            g[3] = any ? (unsigned long long)scratch[259] : 0ull;
-            g[4] = (unsigned long long)lo;
-            g[5] = (unsigned long long)hi;
-            g[6] = (unsigned long long)total;
+            g[3] = (unsigned long long)lo;
+            g[4] = (unsigned long long)hi;
+            g[5] = (unsigned long long)total;
         }
         __syncthreads();
         const volatile unsigned long long *gv = g;
         b = (int)gv[1];
         s = (long long)gv[2];
-        owner0 = (int)gv[3];
-        lo = (long long)gv[4];
-        hi = (long long)gv[5];
-        U = (long long)gv[6];
+        lo = (long long)gv[3];
+        hi = (long long)gv[4];
+        U = (long long)gv[5];
         u = units(p, b);
         return lo < hi;
     }
@@ -344,11 +349,18 @@ struct MlaSchedule {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
                threadIdx.x;
     }
-    // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag.
-    // live: whether this thread's warp holds a row of the tile (its rows are 16 apart from the
-    // other warps': a tile of 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
-    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, const float (&o)[128], float m_lo,
-                                            float m_hi, float l_lo, float l_hi, bool live) const {
+    // The first worker of the current sequence (the one that holds its first unit).
+    __device__ __forceinline__ int first_worker(const dcpattn_attn_kparams &p) const {
+        return (int)(((long long)p.workers * (s + 1) + U - 1) / U - 1);
+    }
+    // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
+    // a head (see above) adds its group's states first. live: whether this thread's warp holds a
+    // row of the tile (its rows are 16 apart from the other warps': a tile of 16 rows, Hq 16 at
+    // q_len 1, moves a quarter of the bytes).
+    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
+                                            float &l_lo, float &l_hi, bool live) const {
+        const int j = blockIdx.x - first_worker(p);
+        if (U >= p.workers && j % GROUP == GROUP - 1) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, j - (GROUP - 1));
         f4 *r = record(p, blockIdx.x);
         if (live) {
 #pragma unroll
@@ -364,22 +376,28 @@ struct MlaSchedule {
     __device__ __forceinline__ bool has_units(const dcpattn_attn_kparams &p, int w) const {
         return U * w / p.workers < U * (w + 1) / p.workers;
     }
-    // Adds the states of workers owner0 .. this one - 1 (the sequence's earlier pieces).
+    // Adds the states of the current sequence's pieces this one reads, from index `from` up to
+    // its own: the three before a head, or (from = 0, the sequence's last piece) the heads and
+    // the pieces after the last head; every state where some worker holds no unit. The flags
+    // are waited for all at once, a thread each.
     __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi, bool live) const {
-        const int w1 = blockIdx.x;
-        if (threadIdx.x == 0)
-            for (int w = owner0; w < w1; ++w) {
-                if (!has_units(p, w)) continue;
-                unsigned long long *f = words(p, w);
+                                          float &l_lo, float &l_hi, bool live, int from = 0) const {
+        const int w0 = first_worker(p), n = blockIdx.x - w0;
+        const bool groups = U >= p.workers;
+        auto reads = [&](int j) {
+            return (!groups || j % GROUP == GROUP - 1 || j >= n - n % GROUP) && has_units(p, w0 + j);
+        };
+        for (int j = from + (int)threadIdx.x; j < n; j += (int)blockDim.x)
+            if (reads(j)) {
+                unsigned long long *f = words(p, w0 + j);
                 while (ld_acquire_u64(f) != p.token) nanosleep_ns(100);
                 *reinterpret_cast<volatile unsigned long long *>(f) = 0ull;  // clean for a replay
             }
         __syncthreads();
 #pragma unroll 1
-        for (int w = owner0; w < w1 && live; ++w) {
-            if (!has_units(p, w)) continue;
-            const f4 *r = record(p, w);
+        for (int j = from; j < n && live; ++j) {
+            if (!reads(j)) continue;
+            const f4 *r = record(p, w0 + j);
             const f4 st = ld_cg_f4(r + 32 * 256);
             const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
             // (a row empty in both stays empty: both factors 0)

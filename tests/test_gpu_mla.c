@@ -278,7 +278,12 @@ int main(void) {
         {DCPATTN_FP16, 32, 32, 2, 1, 16, 1, 1, 0, 3, {4, 1, 2}, {2200, 90, 640}, 0, 1, 4},
         {DCPATTN_BF16, 128, 192, 1, 0, 1, 0, 1, 0, 2, {2, 3}, {1300, 190}, 8, 0, 7},
         {DCPATTN_BF16, 16, 64, 2, 0, 1, 1, 1, 0, 8, {1, 1, 2, 1, 3, 1, 1, 4}, {900, 20, 2, 640, 1300, 64, 130, 7}, 0, 0, 5},
+        /* a sequence cut into 13 and 11 pieces: heads (pieces 3, 7, 11) add the states of their
+           groups, the last piece adds the heads' and the tail's */
+        {DCPATTN_BF16, 16, 64, 1, 0, 1, 1, 1, 0, 1, {1}, {4160}, 0, 0, 13},
+        {DCPATTN_BF16, 128, 64, 2, 1, 16, 1, 1, 0, 4, {2, 1, 3, 2}, {9000, 300, 5, 700}, 0, 1, 11},
         /* fewer units than workers: workers without keys between the pieces of a sequence */
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 1, {2}, {600}, 0, 0, 20},
         {DCPATTN_BF16, 16, 64, 1, 0, 1, 1, 1, 0, 1, {2}, {150}, 0, 0, 6},
         {DCPATTN_BF16, 32, 16, 1, 0, 1, 1, 1, 0, 3, {1, 2, 1}, {10, 140, 1}, 0, 0, 7},
     };
