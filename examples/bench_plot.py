@@ -7,8 +7,8 @@ next to each other in OUTDIR, named after the JSON file (bench.json -> bench-G1.
              peer with a time; a hollow marker: the peer ran a plain causal mask, not the DCP mask;
   -M1        TFLOP/s per kernel, with the run's bf16 GEMM ceiling and FlashMLA's published 660;
   -M2        GB/s per kernel, with the run's read ceiling;
-  -skewed    GB/s per kernel for every other attention case of the run (M3, S1..., and their even
-             twins), grouped by case.
+  -skewed    GB/s per kernel for the skewed batches of the run (S1..S4 and their even twins),
+             grouped by case.
 A peer's GB/s and TFLOP/s use dcpattn's bytes and FLOPs of the same row, so the bars stand in
 the ratio of the table's peer columns. Without matplotlib it says so and writes nothing (exit 0)."""
 import json
@@ -181,7 +181,7 @@ def main(argv):
     others = []
     for r in rows:
         cid = base_case(r["case"])
-        if cid not in STANDARD and not cid.startswith("R") and cid not in others:
+        if cid[:1] == "S" and cid[1:2].isdigit() and cid not in others:  # S1, S1E, S3M ... (not SP)
             others.append(cid)
     g = bar_groups(rows, peers, others, "gbps")
     if g:

@@ -318,8 +318,8 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
                                 descriptor's bounds (the smallest count within 85 % of the best
                                 wave efficiency): a skewed batch runs at the pace of its longest
                                 sequence, an even one a little faster than under the balanced
-                                schedule (H200, make bench: the balanced schedule at 93-99 % of
-                                it on G1/G2, 92-95 % on M1/M2; docs/performance.md), so it is
+                                schedule (H200, make bench: the balanced schedule at 98-101 % of
+                                it on G1/G2, 97-100 % on M1/M2; docs/performance.md), so it is
                                 the choice for batches known to be even;
    1                            no split: one CTA per (sequence, KV head, row tile);
    2 .. DCPATTN_MAX_MERGE_STATES   that many splits per sequence. */
