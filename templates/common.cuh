@@ -8,6 +8,12 @@ struct bf16 { unsigned short bits; };
 struct fp16 { unsigned short bits; };
 struct e4m3 { unsigned char bits; };  // OCP FP8 e4m3fn: KV caches only (dequantized to bf16/fp16)
 
+// A if C, else B (no <type_traits> under NVRTC).
+template <bool C, class A, class B> struct type_if { using type = A; };
+template <class A, class B> struct type_if<false, A, B> { using type = B; };
+template <class A, class B> constexpr bool same_type = false;
+template <class A> constexpr bool same_type<A, A> = true;
+
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
 __device__ __forceinline__ float to_float(fp16 v) {
@@ -86,6 +92,26 @@ template <class T> __device__ __forceinline__ void e4m3x4_split(unsigned w, unsi
     p02 = e4m3x2_place<T>(prmt(w, 0u, 0x2404u));  // bytes 0, 2 -> bytes 1, 3
     p13 = e4m3x2_place<T>(prmt(w, 0u, 0x3414u));  // bytes 1, 3 -> bytes 1, 3
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// To fp16 from sm_89 on: the hardware conversion, one instruction per pair (low byte -> low
+// half). The kernels that convert every KV element in registers (GQA's FRAG8 tiles) compute
+// in fp16 for it; the conversion pipe then carries what the bit placement put on the ALUs.
+// Unlike the placement, it turns the NaN bytes into NaN (no kernel reads them: see above).
+__device__ __forceinline__ unsigned e4m3x2_cvt_f16(unsigned w16) {
+    unsigned r;
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(r) : "r"(w16));
+    return r;
+}
+template <> __device__ __forceinline__ void e4m3x4_to<fp16>(unsigned w, unsigned &p01, unsigned &p23) {
+    p01 = e4m3x2_cvt_f16(w);
+    p23 = e4m3x2_cvt_f16(w >> 16);
+}
+template <> __device__ __forceinline__ void e4m3x4_split<fp16>(unsigned w, unsigned &p02, unsigned &p13) {
+    const unsigned t = prmt(w, 0u, 0x3120u);  // bytes b0, b2, b1, b3
+    p02 = e4m3x2_cvt_f16(t);
+    p13 = e4m3x2_cvt_f16(t >> 16);
+}
+#endif
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }

@@ -61,9 +61,11 @@
 // On the mma.sync path (FRAG8) the stages are swizzled like T rows and the fragments are read
 // from them directly: 8-byte loads for K (in a channel order that Q's fragments share, see
 // q_frag8) and ldmatrix.trans for V (O's columns then come out permuted and are put back
-// once, frag8_unpermute), each byte pair turned into two T values in registers (e4m3x4_to:
-// exact, see common.cuh). Shared memory then carries one byte per element, which a decode
-// step at twice the tokens per second needs. Elsewhere (the wgmma path, whose operands come
+// once, frag8_unpermute), each byte pair turned into two fp16 values in registers (e4m3x4_to:
+// exact, see common.cuh; one conversion instruction per pair from sm_89 on), so the MMAs of
+// these tiles run in fp16 whatever T is: a bf16 Q tile is rescaled by a power of two into
+// fp16 once it lands (q_tile_to_fp16), and the power joins the softmax scale. Shared memory
+// then carries one byte per element, which a decode step at twice the tokens per second needs. Elsewhere (the wgmma path, whose operands come
 // from shared memory in T, and head dim 96, whose 96-byte rows the swizzle does not fit) each
 // landed K and V tile is converted into one T tile (convert_tile) for the 16-bit code. k_scale joins the softmax scale, v_scale multiplies O before the epilogue;
 // both are read from device memory by the kernel.
@@ -120,6 +122,9 @@ struct GqaTraits {
     static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
                                   WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
     static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // T tiles per operand
+    // The MMAs' element type: fp16 on FRAG8 tiles (e4m3 -> fp16 is one instruction from sm_89
+    // on; a bf16 Q tile is rescaled into fp16, q_tile_to_fp16), else T.
+    using MT = typename type_if<FRAG8, fp16, T>::type;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;
     static constexpr int SMEM_V = SMEM_K + T_TILES * TILE_BYTES;
@@ -225,6 +230,41 @@ template <int D> __device__ __forceinline__ void frag8_unpermute(float (&o)[D / 
             o[2 * u][h] = t[0], o[2 * u][h + 1] = t[1], o[2 * u + 1][h] = t[2], o[2 * u + 1][h + 1] = t[3];
         }
     }
+}
+
+// FRAG8 with a bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e with e such
+// that its largest magnitude lies in [2^14, 2^15) (exact down to 2^-29 of it, where bf16's 8
+// significant bits still fit a normal fp16; what lies below that adds under 2^-29 of the
+// largest product to a score); returns 2^e, by which the scores are then scaled. Each warp
+// finds the largest magnitude over the whole tile (a few KB), so only the rewrite waits for
+// the others. Ends with the tile ready for every warp.
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, int tid, int lane) {
+    constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = (ITEMS + Tr::THREADS - 1) / Tr::THREADS;
+    unsigned mx = 0;
+    for (int i = lane; i < ITEMS; i += 32) {
+        unsigned v[4];
+        ld_shared_u4(sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS), v);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mx = max(mx, max(v[k] & 0x7fffu, (v[k] >> 16) & 0x7fffu));
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    const int e = mx ? max((int)(mx >> 7) - 141, -100) : 0;  // bf16 exponent bias 127, 2^15 = 2^(141 - 127 + 1)
+    const float down = __int_as_float((127 - e) << 23);
+    __syncthreads();  // every warp has read the tile; a thread rewrites only its own chunks
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) {
+        const int i = tid + j * Tr::THREADS;
+        if (i >= ITEMS) break;
+        const unsigned a = sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS);
+        unsigned v[4];
+        ld_shared_u4(a, v);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = pack2<fp16>(lo_float(bf16{}, v[k]) * down, hi_float(bf16{}, v[k]) * down);
+        st_shared_u4(a, v);
+    }
+    __syncthreads();
+    return __int_as_float((127 + e) << 23);
 }
 
 // FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the T tile at t
@@ -453,7 +493,7 @@ __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const Gqa
 template <class Tr>
 __device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned sQ,
                                                   int q_row, int c, unsigned k8_row, int k8_x, unsigned stage_off) {
-    using T = typename Tr::T;
+    using T = typename Tr::MT;
     constexpr int D = Tr::D, NW = Tr::NW;
 #pragma unroll
     for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -552,7 +592,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     // FP8: k_scale joins the softmax scale (read here, not on the host, so that a captured
     // graph sees the value the scale holds at replay); v_scale multiplies O at the end
     const int sc_i = p.kv_scale_per_head ? kvh : 0;
-    const float scale = Tr::FP8 ? p.scale_log2 * p.k_scale[sc_i] : p.scale_log2;
+    float scale = Tr::FP8 ? p.scale_log2 * p.k_scale[sc_i] : p.scale_log2;
 
     float o[D / 8][4];
 #pragma unroll
@@ -565,6 +605,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
+    if constexpr (Tr::FRAG8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
@@ -630,20 +671,20 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
         for (int kk = 0; kk < NW / 16; ++kk) {
             unsigned a[4];
-            p_fragment<T>(a, s, kk);
+            p_fragment<typename Tr::MT>(a, s, kk);
             if constexpr (Tr::FRAG8) {
 #pragma unroll
                 for (int j = 0; j < D / 32; ++j) {
                     unsigned vf[4], e0, o0, e1, o1;
                     ldsm_x4_trans(v8_row + stage_off + kk * 16 * D + (((2 * j + (lane >> 4)) ^ v8_x) << 4), vf);
-                    e4m3x4_split<T>(vf[0], e0, o0);
-                    e4m3x4_split<T>(vf[1], e1, o1);
-                    mma16816<T>(o[4 * j], a, e0, e1);
-                    mma16816<T>(o[4 * j + 1], a, o0, o1);
-                    e4m3x4_split<T>(vf[2], e0, o0);
-                    e4m3x4_split<T>(vf[3], e1, o1);
-                    mma16816<T>(o[4 * j + 2], a, e0, e1);
-                    mma16816<T>(o[4 * j + 3], a, o0, o1);
+                    e4m3x4_split<fp16>(vf[0], e0, o0);
+                    e4m3x4_split<fp16>(vf[1], e1, o1);
+                    mma16816<fp16>(o[4 * j], a, e0, e1);
+                    mma16816<fp16>(o[4 * j + 1], a, o0, o1);
+                    e4m3x4_split<fp16>(vf[2], e0, o0);
+                    e4m3x4_split<fp16>(vf[3], e1, o1);
+                    mma16816<fp16>(o[4 * j + 2], a, e0, e1);
+                    mma16816<fp16>(o[4 * j + 3], a, o0, o1);
                 }
             } else {
 #pragma unroll

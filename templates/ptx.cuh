@@ -98,9 +98,15 @@ __device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
                      : "memory");                                                                        \
     }
 DCPATTN_LD_SHARED(shared, "shared")
-// 8-byte load and 16-byte store of 32-bit words by shared address (this CTA).
+// 8- and 16-byte loads and a 16-byte store of 32-bit words by shared address (this CTA).
 __device__ __forceinline__ void ld_shared_u2(unsigned addr, unsigned &a, unsigned &b) {
     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void ld_shared_u4(unsigned addr, unsigned (&v)[4]) {
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(addr)
+                 : "memory");
 }
 __device__ __forceinline__ void st_shared_u4(unsigned addr, const unsigned (&v)[4]) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])

@@ -106,14 +106,14 @@ static void describe(char *buf, size_t n, const char *what, const batch_data *bd
     size_t len;
     int b;
     len = (size_t)snprintf(buf, n,
-                           "%s %s%s d%d g%d hkv%d ps%d %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d%s%s "
+                           "%s %s%s d%d g%d hkv%d ps%d %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d scale %g%s "
                            "max_q_len %d B%d q_len/L/local",
                            what, dt_name(bd->dtype),
                            bd->kv_dtype == DCPATTN_FP8_E4M3 ? (bd->per_head ? " kv e4m3 per-head" : " kv e4m3") : "",
                            bd->d, bd->hq / bd->hkv, bd->hkv, ri->ps,
                            rc->causal ? "causal" : "non-causal", ri->W, ri->r, ri->I, rc->splits, splits_used,
                            rc->lse_base2 == 2 ? "NULL" : rc->lse_base2 ? "base2" : "natural", ri->pad, rc->extra_rows,
-                           rc->scale != 0 ? " scale 0.3" : "", rc->no_global ? " seqused_k_global NULL" : "", bd->max_q,
+                           rc->scale != 0 ? (double)rc->scale : 1.0 / sqrt((double)bd->d), rc->no_global ? " seqused_k_global NULL" : "", bd->max_q,
                            bd->batch);
     for (b = 0; b < bd->batch && len < n; b++)
         len += (size_t)snprintf(buf + len, n - len, " %d/%lld/%d", bd->qlen[b], (long long)bd->L[b],
@@ -179,6 +179,7 @@ typedef struct acase {
     int pad, extra_rows, no_global;
     float scale;
     int fp8; /* e4m3 cache: 1 per-tensor scales, 2 per-KV-head, 3 subnormal codes only */
+    int q_exp; /* q times 2^q_exp (and scale times 2^-q_exp): query magnitudes outside fp16's range */
 } acase;
 
 /* Lengths of a case: short sequences first (the first with no token on the chosen rank
@@ -222,6 +223,11 @@ static void attn_case(const acase *c) {
     case_lengths(c, r, qlen, L);
     data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, c->batch, qlen, L, &seed);
     if (c->fp8) data_set_fp8(&bd, c->fp8 == 2, c->fp8 == 3, &seed);
+    if (c->q_exp) { /* bf16 queries; exact: a power of two */
+        const int64_t nq = (int64_t)bd.total_q * bd.hq * bd.d;
+        int64_t j;
+        for (j = 0; j < nq; j++) bd.q[j] = ref_float_to_bf16(ldexpf(ref_bf16_to_float(bd.q[j]), c->q_exp));
+    }
     if (bd.max_q < (c->chunk ? CHUNK_Q : c->qlen_max)) bd.max_q = c->chunk ? CHUNK_Q : c->qlen_max;
     rank_build(&ri, &bd, c->ps, c->W, r, c->I, c->pad, 0, &seed);
     seen_zero_local_seqs += ri.zero_local;
@@ -540,6 +546,14 @@ static const acase FP8_CASES[] = {
     {.what = "fp8 subnormal codes", .dtype = DCPATTN_FP16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1,
      .W = 1, .I = 1, .rank = 0, .batch = 3, .qlen_max = 1, .L_min = 16, .L_max = 400,
      .splits = {1, 0}, .n_splits = 2, .fp8 = 3},
+    /* bf16 queries far above and below fp16's range (the FRAG8 tiles compute in fp16 after
+       rescaling Q by a power of two), the softmax scale set against them */
+    {.what = "fp8 q x 2^20", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1, .W = 3,
+     .I = 16, .rank = -1, .batch = 3, .qlen_max = 2, .L_min = 16, .L_max = 600, .n_short = 1,
+     .splits = {1, 0, 16}, .n_splits = 3, .scale = 0.08838834764831845f / 1048576.0f, .fp8 = 1, .q_exp = 20},
+    {.what = "fp8 q x 2^-40", .dtype = DCPATTN_BF16, .d = 256, .group = 4, .hkv = 2, .ps = 16, .causal = 1, .W = 1,
+     .I = 1, .rank = 0, .batch = 3, .qlen_max = 4, .L_min = 16, .L_max = 600,
+     .splits = {1, 0}, .n_splits = 2, .scale = 0.0625f * 1099511627776.0f, .fp8 = 2, .q_exp = -40},
 };
 
 /* A captured FP8 run replayed after the scales' device values changed (per-KV-head scales,
