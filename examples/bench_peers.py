@@ -3,18 +3,23 @@
 
   flex        torch.nn.attention.flex_attention, compiled with torch.compile, the DCP mask as a
               mask_mod (query row i at global position p = L - q_len + i sees local key l iff
-              g(l) = (l // I)*W*I + r*I + l % I <= p), return_lse, enable_gqa; contiguous KV;
+              g(l) = (l // I)*W*I + r*I + l % I <= p), return_lse, enable_gqa; contiguous KV (not
+              on an e4m3 cache, which it cannot read);
   sdpa        F.scaled_dot_product_attention: no mask at q_len 1, a boolean DCP mask at q_len > 1;
               the q_len x group query rows of one KV head packed into the query dimension (each
-              KV byte read once, no enable_gqa expansion; MLA: V copied out of K, contiguous);
+              KV byte read once, no enable_gqa expansion; MLA: V copied out of K, contiguous;
+              G1F, G2F: the e4m3 cache dequantized to bf16 in eager ops first, inside the timed
+              call, the fallback a user without an FP8 kernel writes);
   eager       the merge of docs/contract.md 5 in eager torch ops (R1, R2);
   flashinfer  FlashInfer's paged kernels on the paged cache of the benchmark (same page size, a
               random block table, bf16, same heads and local lengths): GQA q_len 1 through
               BatchDecodeWithPagedKVCacheWrapper (CUDA-core and tensor-core decode), q_len > 1
               through BatchPrefillWithPagedKVCacheWrapper (causal; FA2 and FA3 backends) and the
               tensor-core decode wrapper; MLA through BatchMLAPagedAttentionWrapper (FA3, FA2) on
-              the 576-wide cache (CKV and KPE are views of one page); every variant returns the
-              LSE, as a DCP rank must; the fastest correct variant is the row's time;
+              the 576-wide cache (CKV and KPE are views of one page); G1F and G2F (an e4m3 cache,
+              per-tensor k_scale and v_scale) through the same decode and FA2 prefill wrappers
+              with kv_data_type float8_e4m3fn; every variant returns the LSE, as a DCP rank must;
+              the fastest correct variant is the row's time;
   flashmla    FlashMLA's dense bf16 SM90 decode (page 64, the same 576-wide cache), built by
               examples/peers/build_flashmla.sh; --flashmla-so names the extension.
   FlashInfer and FlashMLA have no DCP mask: at q_len > 1 they run the plain causal mask on the
@@ -112,8 +117,9 @@ class Case:
     lengths; glens (the global length of each sequence) or S_rest (sequences 1.. hold S_rest local
     keys, sequence 0 holds S) make a skewed batch"""
 
-    def __init__(self, cid, mla, B, Hq, Hkv, Dqk, Dv, S, page, W, r, I, qlens, S_rest=0, glens=None):
+    def __init__(self, cid, mla, B, Hq, Hkv, Dqk, Dv, S, page, W, r, I, qlens, S_rest=0, glens=None, fp8=False):
         self.id, self.mla, self.B, self.Hq, self.Hkv, self.Dqk, self.Dv = cid, mla, B, Hq, Hkv, Dqk, Dv
+        self.fp8 = fp8  # an e4m3 cache with per-tensor scales (bytes counted as read: one per element)
         self.S, self.page, self.W, self.r, self.I, self.qlens = S, page, W, r, I, qlens
         if glens is not None:
             self.glob = list(glens)
@@ -139,14 +145,14 @@ class Case:
     def sizes(self, q_len):
         """bytes and FLOPs of examples/bench.cu without split partials"""
         rows = self.B * self.Hq * q_len
-        kv = self.keys * self.Hkv * (self.Dqk + (0 if self.mla else self.Dv)) * 2
+        kv = self.keys * self.Hkv * (self.Dqk + (0 if self.mla else self.Dv)) * (1 if self.fp8 else 2)
         nbytes = kv + rows * self.Dqk * 2 + rows * self.Dv * 2 + rows * 4
         per = 2 * (self.Dqk + self.Dv) if self.mla else 4 * self.Dqk
         return nbytes, per * self.Hq * q_len * self.keys
 
     def describe(self):
         return {"case": self.id, "mla": self.mla, "B": self.B, "Hq": self.Hq, "Hkv": self.Hkv, "Dqk": self.Dqk,
-                "Dv": self.Dv, "page": self.page, "W": self.W, "r": self.r, "I": self.I, "q_lens": self.qlens,
+                "Dv": self.Dv, "fp8": self.fp8, "page": self.page, "W": self.W, "r": self.r, "I": self.I, "q_lens": self.qlens,
                 "keys": self.keys, "max_local": max(self.used), "min_local": min(self.used)}
 
 
@@ -158,6 +164,8 @@ def make_cases():
     cs = [
         Case("G1", False, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, [1, 2, 4, 8]),
         Case("G2", False, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, [1, 2, 4, 8]),
+        Case("G1F", False, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, [1, 2, 4, 8], fp8=True),
+        Case("G2F", False, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, [1, 2, 4, 8], fp8=True),
         Case("M1", True, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, [2]),
         Case("M2", True, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, [1]),
         Case("M3", True, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, [2], S_rest=2048),
@@ -176,10 +184,11 @@ def make_cases():
 
 
 # contiguous-KV peers (sdpa, flex) run the standard cases only
-CONTIG = ("G1", "G2", "M1", "M2")
+CONTIG = ("G1", "G2", "M1", "M2", "G1F", "G2F")
 MERGE = [("R1", 8, 256, 128, 512), ("R2", 4, 4096, 64, 128)]
 PLAN_VARIANTS = {"gqa1": ("decode", "decode-tc"), "gqa": ("prefill-fa3", "prefill-fa2", "decode-tc"),
-                 "mla": ("mla-fa3", "mla-fa2")}
+                 "mla": ("mla-fa3", "mla-fa2"), "gqa1-e4m3": ("decode-e4m3",), "gqa-e4m3": ("prefill-fa2-e4m3",)}
+E4M3_SCALES = (1.0 / 64, 1.0 / 128)  # k_scale, v_scale of the FP8 cases: e4m3 values up to 64 and 128
 
 
 # ---------------------------------------------------------------- the paged cache and reference
@@ -195,6 +204,10 @@ def build_paged(torch, c, dev, gen, extra=64):
     k = torch.empty((num_pages, c.page, c.Hkv, c.Dqk), dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
     v = None if c.mla else torch.empty((num_pages, c.page, c.Hkv, c.Dv), dtype=torch.bfloat16,
                                        device=dev).uniform_(-1, 1)
+    ks, vs = E4M3_SCALES if c.fp8 else (1.0, 1.0)
+    if c.fp8:  # e4m3 codes of the same uniform values, dequantized by k_scale and v_scale
+        k = (k.float() / ks).to(torch.float8_e4m3fn)
+        v = (v.float() / vs).to(torch.float8_e4m3fn)
     indptr = [0]
     for n in pp:
         indptr.append(indptr[-1] + n)
@@ -205,7 +218,7 @@ def build_paged(torch, c, dev, gen, extra=64):
         bt[b, :pp[b]] = perm[indptr[b]:indptr[b + 1]]
     last = [s - (n - 1) * c.page if n else 0 for s, n in zip(c.used, pp)]
     i32 = dict(dtype=torch.int32, device=dev)
-    return {"k": k, "v": v, "pp": pp, "bt": bt.to(dev), "bt_host": bt,
+    return {"k": k, "v": v, "k_scale": ks, "v_scale": vs, "pp": pp, "bt": bt.to(dev), "bt_host": bt,
             "indptr": torch.tensor(indptr, **i32), "indices": perm[:total].to(dev),
             "last": torch.tensor(last, **i32), "seqlens": torch.tensor(c.used, **i32)}
 
@@ -214,8 +227,8 @@ def seq_kv(torch, c, pg, b):
     """the keys and values of sequence b gathered through the block table, float32"""
     pages = pg["bt_host"][b, :pg["pp"][b]].long().to(pg["k"].device)
     S = c.used[b]
-    k = pg["k"][pages].reshape(-1, c.Hkv, pg["k"].shape[-1])[:S].float()
-    v = k[..., :c.Dv] if c.mla else pg["v"][pages].reshape(-1, c.Hkv, c.Dv)[:S].float()
+    k = pg["k"][pages].reshape(-1, c.Hkv, pg["k"].shape[-1])[:S].float() * pg["k_scale"]
+    v = k[..., :c.Dv] if c.mla else pg["v"][pages].reshape(-1, c.Hkv, c.Dv)[:S].float() * pg["v_scale"]
     return k, v
 
 
@@ -248,15 +261,23 @@ def flashinfer_specs(torch, variants):
     bf, i32 = torch.bfloat16, torch.int32
     specs = {}
     for name in variants:
-        if name == "decode":
-            specs[name] = gen_batch_decode_module(bf, bf, bf, i32, 128, 128, 0, False, False)
-        elif name in ("decode-tc", "prefill-fa2"):
-            specs[name] = gen_batch_prefill_module("fa2", bf, bf, bf, i32, 128, 128, 0, False, False, False)
-        elif name == "prefill-fa3":
-            specs[name] = gen_batch_prefill_module("fa3", bf, bf, bf, i32, 128, 128, 0, False, False, False)
+        base, kv = variant_kv(torch, name)
+        if base == "decode":
+            specs[name] = gen_batch_decode_module(bf, kv, bf, i32, 128, 128, 0, False, False)
+        elif base in ("decode-tc", "prefill-fa2"):
+            specs[name] = gen_batch_prefill_module("fa2", bf, kv, bf, i32, 128, 128, 0, False, False, False)
+        elif base == "prefill-fa3":
+            specs[name] = gen_batch_prefill_module("fa3", bf, kv, bf, i32, 128, 128, 0, False, False, False)
         elif name in ("mla-fa3", "mla-fa2"):
             specs[name] = gen_batch_mla_module(name[4:], bf, bf, bf, i32, 512, 64, False)
     return specs
+
+
+def variant_kv(torch, name):
+    """a variant's name without its "-e4m3" suffix, and its KV dtype"""
+    if name.endswith("-e4m3"):
+        return name[:-5], torch.float8_e4m3fn
+    return name, torch.bfloat16
 
 
 def module_state(spec):
@@ -287,22 +308,26 @@ def flashinfer_variant(torch, fi, name, c, pg, q, q_len, scale, ws):
         return plan, run
     kv = (pg["k"], pg["v"])
     qf = q.view(B * q_len, c.Hq, c.Dqk)
-    if name.startswith("decode"):
-        w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=name == "decode-tc")
+    base, kvt = variant_kv(torch, name)
+    # an e4m3 cache: its per-tensor scales as FlashInfer takes them (k_scale joins the softmax
+    # scale, v_scale multiplies the output)
+    scales = {"k_scale": pg["k_scale"], "v_scale": pg["v_scale"]} if c.fp8 else {}
+    if base.startswith("decode"):
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=base == "decode-tc")
         extra = {"q_len_per_req": q_len} if q_len > 1 else {}
 
         def plan():
             w.plan(pg["indptr"], pg["indices"], pg["last"], c.Hq, c.Hkv, c.Dqk, c.page, pos_encoding_mode="NONE",
-                   q_data_type=bf, kv_data_type=bf, sm_scale=scale, **extra)
+                   q_data_type=bf, kv_data_type=kvt, sm_scale=scale, **extra)
     else:
-        w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=name[8:])
+        w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=base[8:])
 
         def plan():
             w.plan(qo_indptr, pg["indptr"], pg["indices"], pg["last"], c.Hq, c.Hkv, c.Dqk, c.page, causal=True,
-                   sm_scale=scale, q_data_type=bf, kv_data_type=bf)
+                   sm_scale=scale, q_data_type=bf, kv_data_type=kvt)
 
     def run():
-        return w.run(qf, kv, return_lse=True)[0].view(B, q_len, c.Hq, c.Dv)
+        return w.run(qf, kv, return_lse=True, **scales)[0].view(B, q_len, c.Hq, c.Dv)
     return plan, run
 
 
@@ -536,6 +561,9 @@ def main():
         try:
             k = rand((B, Hkv, S, Dqk))
             v = k[..., :Dv] if mla else rand((B, Hkv, S, Dv))
+            if c.fp8:  # the fallback a user writes for an e4m3 cache: dequantize, then SDPA
+                ks, vs = E4M3_SCALES
+                k, v = (k.float() / ks).to(torch.float8_e4m3fn), (v.float() / vs).to(torch.float8_e4m3fn)
         except Exception as e:  # noqa: BLE001
             for q_len in c.qlens:
                 skip("%s/q%d" % (c.id, q_len), "sdpa", e)
@@ -554,10 +582,14 @@ def main():
                 qp = q.view(B, Hkv, group * q_len, Dqk)
                 mask = None if q_len == 1 else dcp_bool_mask(L, q_len, S, W, r, I).repeat(group, 1)
                 vv = v.contiguous() if mla else v
-                fn = lambda: F.scaled_dot_product_attention(qp, k, vv, attn_mask=mask, scale=scale)  # noqa: E731
+                if c.fp8:
+                    fn = lambda: F.scaled_dot_product_attention(  # noqa: E731
+                        qp, k.to(torch.bfloat16) * ks, vv.to(torch.bfloat16) * vs, attn_mask=mask, scale=scale)
+                else:
+                    fn = lambda: F.scaled_dot_product_attention(qp, k, vv, attn_mask=mask, scale=scale)  # noqa: E731
                 us = bench(fn, reps=max(5, args.reps // 2) if mla else args.reps)
                 report(key, "sdpa", us, nbytes, flops, {"mask": mask is not None, "v_copy": mla,
-                                                       "rows_packed": True})
+                                                       "rows_packed": True, "dequantize": bool(c.fp8)})
                 del vv
             except Exception as e:  # noqa: BLE001
                 skip(key, "sdpa", e)
@@ -625,7 +657,7 @@ def main():
                 if fi is None:
                     skip(key, "flashinfer", fi_err)
                 else:
-                    kind = "mla" if c.mla else "gqa1" if q_len == 1 else "gqa"
+                    kind = ("mla" if c.mla else "gqa1" if q_len == 1 else "gqa") + ("-e4m3" if c.fp8 else "")
                     res, best = {}, None
                     if ws is None:
                         ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -739,6 +771,9 @@ def main():
             for q_len in c.qlens:
                 key = "%s/q%d" % (c.id, q_len)
                 nbytes, flops = c.sizes(q_len)
+                if c.fp8:
+                    skip(key, "flex", "FlexAttention cannot read an e4m3 cache")
+                    continue
                 if flex_err is not None:
                     skip(key, "flex", "flex_attention unavailable: %s" % flex_err)
                     continue

@@ -8,8 +8,9 @@
 #            tools/util/include of the CUTLASS commit FlashMLA pins as its submodule).
 # FLASHMLA_GIT and CUTLASS_GIT are clones (or bare mirrors) of FlashMLA and CUTLASS. With
 # --compile, and PyTorch 2.11 + nvcc 13.0 on this machine (FLASHINFER_PYTHON, default python3),
-# it also compiles ahead, for sm_90a: FlashInfer's five modules into .peers/flashinfer-aot/ and
-# FlashMLA's extension into .peers/flashmla/prebuilt/ (tens of minutes on few cores). Run it
+# it also compiles ahead, for sm_90a: FlashInfer's modules (bf16 caches, and e4m3 caches for
+# the decode and FA2 prefill wrappers) into .peers/flashinfer-aot/ and FlashMLA's extension
+# into .peers/flashmla/prebuilt/ (tens of minutes on few cores). Run it
 # from anywhere; it writes into the repository root. Add /.whl/ and /.peers/ to
 # .git/info/exclude: neither folder is committed.
 set -eu -o pipefail
