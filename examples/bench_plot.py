@@ -5,6 +5,7 @@ next to each other in OUTDIR, named after the JSON file (bench.json -> bench-G1.
   -G1, -G2   GB/s (left axis) and % of the run's read ceiling (right axis) against q_len, one line
              per kernel: dcpattn (and its per-sequence-split twin G1P, G2P where measured) and every
              peer with a time; a hollow marker: the peer ran a plain causal mask, not the DCP mask;
+  -G1F, -G2F the same with an e4m3 cache (GB/s of the FP8 bytes);
   -M1        TFLOP/s per kernel, with the run's bf16 GEMM ceiling and FlashMLA's published 660;
   -M2        GB/s per kernel, with the run's read ceiling;
   -skewed    GB/s per kernel for the skewed batches of the run (S1..S4 and their even twins),
@@ -165,10 +166,11 @@ def main(argv):
         written.append(p)
         return p
 
-    for cid in ("G1", "G2"):
+    for cid in ("G1", "G2", "G1F", "G2F"):
         data = series(rows, peers, cid, "gbps")
         if data:
-            plot_lines(plt, out(cid), "%s (GQA): GB/s against q_len; %s" % (cid, dev), data, read)
+            kind = "GQA, e4m3 cache: GB/s of the FP8 bytes" if cid.endswith("F") else "GQA: GB/s"
+            plot_lines(plt, out(cid), "%s (%s) against q_len; %s" % (cid, kind, dev), data, read)
     g = bar_groups(rows, peers, ["M1"], "tflops")
     if g:
         plot_bars(plt, out("M1"), "M1 (MLA, q_len 2): TFLOP/s; %s" % dev, g, "TFLOP/s",
