@@ -381,9 +381,9 @@ def selftest():
         print("%d passed, %d failed" % (count[0], count[1]))
         return 1 if count[1] else 0
     gen = torch.Generator().manual_seed(1)
-    for mla in (False, True):
+    for mla, fp8 in ((False, False), (True, False), (False, True)):
         c = Case("T", mla, 3, 8 if not mla else 4, 2 if not mla else 1, 64 if not mla else 80,
-                 64 if not mla else 64, 100, 16, 4, 1, 1, [3], S_rest=37)
+                 64 if not mla else 64, 100, 16, 4, 1, 1, [3], S_rest=37, fp8=fp8)
         pg = build_paged(torch, c, "cpu", gen)
         q = (torch.rand((c.B, 3, c.Hq, c.Dqk), generator=gen) * 8 - 4).to(torch.bfloat16)
         scale = 1.0 / math.sqrt(c.Dqk)
@@ -398,14 +398,16 @@ def selftest():
             o = torch.nn.functional.scaled_dot_product_attention(q[b].float().transpose(0, 1), kk, vv,
                                                                  attn_mask=mask, scale=scale)
             err = rel_err(torch, o.transpose(0, 1), ref)
-            check(err < 1e-5, "reference = SDPA (mla=%s, sequence %d): %g" % (mla, b, err))
+            check(err < 1e-5, "reference = SDPA (mla=%s, fp8=%s, sequence %d): %g" % (mla, fp8, b, err))
             if b > 0:  # sequences 1 and 2 have the same length: each one's pages fail the other's check
                 wrong = rel_err(torch, reference(torch, c, pg, q[b], 3 - b, nv, scale), ref)
                 check(wrong > 10 * 2e-2, "another sequence's pages fail (mla=%s, %d): %g" % (mla, b, wrong))
             # the block table maps the sequence's tokens: token t of sequence b sits in page bt[b, t // page]
             t = c.used[b] - 1
             pgid = int(pg["bt_host"][b, t // c.page])
-            check(torch.equal(pg["k"][pgid, t % c.page].float(), k[t]), "block table, sequence %d" % b)
+            check(torch.equal(pg["k"][pgid, t % c.page].float() * pg["k_scale"], k[t]), "block table, sequence %d" % b)
+            if fp8:  # the e4m3 codes dequantize to the uniform values within e4m3's rounding
+                check(bool((k.abs() <= 1.0).all()) and float(k.abs().max()) > 0.5, "e4m3 cache values, sequence %d" % b)
             # FlashInfer reads the CSR form, FlashMLA the block table: the same pages
             ip = pg["indptr"].tolist()
             check(pg["indices"][ip[b]:ip[b + 1]].tolist() == pg["bt_host"][b, :pg["pp"][b]].tolist(),
