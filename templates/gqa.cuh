@@ -63,12 +63,13 @@
 // q_frag8) and ldmatrix.trans for V (O's columns then come out permuted and are put back
 // once, frag8_unpermute), each byte pair turned into two fp16 values in registers (e4m3x4_to:
 // exact, see common.cuh; one conversion instruction per pair from sm_89 on), so the MMAs of
-// these tiles run in fp16 whatever T is: a bf16 Q tile is rescaled by a power of two into
+// these tiles run in fp16 whatever T is (MT): a bf16 Q tile is rescaled by a power of two into
 // fp16 once it lands (q_tile_to_fp16), and the power joins the softmax scale. Shared memory
-// then carries one byte per element, which a decode step at twice the tokens per second needs. Elsewhere (the wgmma path, whose operands come
-// from shared memory in T, and head dim 96, whose 96-byte rows the swizzle does not fit) each
-// landed K and V tile is converted into one T tile (convert_tile) for the 16-bit code. k_scale joins the softmax scale, v_scale multiplies O before the epilogue;
-// both are read from device memory by the kernel.
+// then carries one byte per element, which a decode step at twice the tokens per second
+// needs. Elsewhere (the wgmma path, whose operands come from shared memory in T, and head dim
+// 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is converted into
+// one T tile (convert_tile) for the 16-bit code. k_scale joins the softmax scale, v_scale
+// multiplies O before the epilogue; both are read from device memory by the kernel.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
