@@ -264,17 +264,10 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
         if v_per_head != per_head:
             raise ArgumentError("k_scale is %s and v_scale %s: give both one scale or both one per KV head"
                                 % (("per KV head", "per tensor") if per_head else ("per tensor", "per KV head")), CALL)
-    cp, cs, _, cdev, csy, ckeep = index_array(CALL, "cu_seqlens_q", cu_seqlens_q, strm, 1, 1)
-    batch = cs[0] - 1
-    sp, _, _, sdev, ssy, skeep = index_array(CALL, "seqused_k", seqused_k, strm, 1, batch)
-    bp, bs, bst, bdev, bsy, bkeep = index_array(CALL, "block_table", block_table, strm, 2, batch)
     world, rank, inter = int(cp_world_size), int(cp_rank), int(cp_kv_cache_interleave_size)
-    gp = gdev = gsy = gkeep = None
-    if cp_tot_seqused_k is not None:
-        gp, _, _, gdev, gsy, gkeep = index_array(CALL, "cp_tot_seqused_k", cp_tot_seqused_k, strm, 1, batch)
-    elif world > 1:
-        raise ArgumentError("cp_tot_seqused_k (every sequence's global length) is required when cp_world_size = %d"
-                            % world, CALL)
+    batch, (cp, cs, _, cdev, csy, ckeep), (sp, _, _, sdev, ssy, skeep), (bp, bs, bst, bdev, bsy, bkeep), \
+        (gp, _, _, gdev, gsy, gkeep) = sequence_arrays(CALL, cu_seqlens_q, seqused_k, block_table,
+                                                       cp_tot_seqused_k, world, strm)
     op, ost, odev, osy, okeep, lp, lst, ldev, lsy, lkeep = given_outputs(CALL, out, softmax_lse, return_softmax_lse,
                                                                          qdt, total_q, hq, dv, strm)
     dev = qdev
@@ -314,6 +307,24 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     keep = (qkeep, kkeep, vkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep, kskeep, vskeep) if (
         qkeep or kkeep or vkeep or ckeep or skeep or bkeep or gkeep or okeep or lkeep or kskeep or vskeep) else None
     return (plan, values, strm, out, lse, producers, keep, bound_range(mk, cap), mla_view, fp8)
+
+
+def sequence_arrays(call, cu_seqlens_q, seqused_k, block_table, cp_tot_seqused_k, world, strm):
+    """The per-sequence arrays of a paged call, each as index_array gives it (cp_tot_seqused_k all
+    None when it is absent, which only a group of one rank may leave it), after the batch size
+    that cu_seqlens_q sets: (batch, cu_seqlens_q, seqused_k, block_table, cp_tot_seqused_k)."""
+    cu = index_array(call, "cu_seqlens_q", cu_seqlens_q, strm, 1, 1)
+    batch = cu[1][0] - 1
+    used = index_array(call, "seqused_k", seqused_k, strm, 1, batch)
+    table = index_array(call, "block_table", block_table, strm, 2, batch)
+    if cp_tot_seqused_k is not None:
+        glob = index_array(call, "cp_tot_seqused_k", cp_tot_seqused_k, strm, 1, batch)
+    elif world > 1:
+        raise ArgumentError("cp_tot_seqused_k (every sequence's global length) is required when cp_world_size = %d"
+                            % world, call)
+    else:
+        glob = (None,) * 6
+    return batch, cu, used, table, glob
 
 
 def given_outputs(call, out, softmax_lse, return_softmax_lse, qdt, total_q, hq, dv, strm):

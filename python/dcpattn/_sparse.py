@@ -14,7 +14,7 @@ import sys
 from . import _arrays, _attention, _lib
 from ._arrays import call_stream, parse, stream_handle
 from ._attention import (_MAX_CALLS, _bound, _issue, _new_plan, bound_range, bucket, given_outputs, new_outputs,
-                         steady_entry)
+                         sequence_arrays, steady_entry)
 from ._lib import ArgumentError
 from ._runtime import fast_strides, index_array, same_device, strides_for_c
 
@@ -91,19 +91,12 @@ def prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max
         raise ArgumentError("q dtype is %s (bfloat16 or float16 expected)" % qdt, CALL)
     total_q, hq = qs[0], qs[1]
     kp, num_pages, page, kst, kv_dtype, kdev, ksy, kkeep = _cache(kv_cache, kv_cache_dtype, qdt, strm)
-    cp, cs, _, cdev, csy, ckeep = index_array(CALL, "cu_seqlens_q", cu_seqlens_q, strm, 1, 1)
-    batch = cs[0] - 1
-    sp, _, _, sdev, ssy, skeep = index_array(CALL, "seqused_k", seqused_k, strm, 1, batch)
-    bp, bs, bst, bdev, bsy, bkeep = index_array(CALL, "block_table", block_table, strm, 2, batch)
+    world, rank, inter = int(cp_world_size), int(cp_rank), int(cp_kv_cache_interleave_size)
+    batch, (cp, cs, _, cdev, csy, ckeep), (sp, _, _, sdev, ssy, skeep), (bp, bs, bst, bdev, bsy, bkeep), \
+        (gp, _, _, gdev, gsy, gkeep) = sequence_arrays(CALL, cu_seqlens_q, seqused_k, block_table,
+                                                       cp_tot_seqused_k, world, strm)
     (ip, np_, snp), topk, ids_stride, (idev, ndev, sndev), (isy, nsy, snsy), ikeeps = \
         _ids(topk_indices, topk_count, sinks, total_q, hq, strm)
-    world, rank, inter = int(cp_world_size), int(cp_rank), int(cp_kv_cache_interleave_size)
-    gp = gdev = gsy = gkeep = None
-    if cp_tot_seqused_k is not None:
-        gp, _, _, gdev, gsy, gkeep = index_array(CALL, "cp_tot_seqused_k", cp_tot_seqused_k, strm, 1, batch)
-    elif world > 1:
-        raise ArgumentError("cp_tot_seqused_k (every sequence's global length) is required when cp_world_size = %d"
-                            % world, CALL)
     op, ost, odev, osy, okeep, lp, lst, ldev, lsy, lkeep = given_outputs(CALL, out, softmax_lse, return_softmax_lse,
                                                                          qdt, total_q, hq, DV, strm)
     dev = same_device(CALL, (("q", qdev, qp), ("kv_cache", kdev, kp), ("cu_seqlens_q", cdev, cp),
