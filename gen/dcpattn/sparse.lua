@@ -12,6 +12,7 @@ local format, lower = string.format, string.lower
 local concat = table.concat
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
+local mla = require "dcpattn.mla"
 
 M.family = "sparse"
 M.template = "templates/sparse_inst.cu"
@@ -19,7 +20,7 @@ M.form = "sparse_<dtype>[_kv<kv_dtype>]_m<M>"
 
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
-M.DQK, M.DV = 576, 512
+M.DQK, M.DV = mla.DQK, mla.DV  -- the MLA row: 512 latent + 64 RoPE channels, V the first 512
 -- Query heads per CTA -> CTA size: 8 warps, 4 row groups of 16 heads x 2 halves of the 512
 -- V columns (templates/sparse.cuh).
 local M_TILES = { [64] = { threads = 256 } }
