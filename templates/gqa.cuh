@@ -16,7 +16,7 @@
 //   per KV tile
 //     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
 //                   cp.async copies of a tile, at g_off) and fetch_page (the page-table lookup
-//                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> T tiles)
+//                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> fp16 tiles)
 //     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma); FRAG8:
 //                   scores_step_frag8 (K fragments from the e4m3 stage)
 //     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
@@ -57,19 +57,20 @@
 // The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
 // accumulators, one per warp), so everything between the MMAs is one code.
 //
-// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache).
-// On the mma.sync path (FRAG8) the stages are swizzled like T rows and the fragments are read
-// from them directly: 8-byte loads for K (in a channel order that Q's fragments share, see
-// q_frag8) and ldmatrix.trans for V (O's columns then come out permuted and are put back
-// once, frag8_unpermute), each byte pair turned into two fp16 values in registers (e4m3x4_to:
-// exact, see common.cuh; one conversion instruction per pair from sm_89 on), so the MMAs of
-// these tiles run in fp16 whatever T is (MT): a bf16 Q tile is rescaled by a power of two into
-// fp16 once it lands (q_tile_to_fp16), and the power joins the softmax scale. Shared memory
-// then carries one byte per element, which a decode step at twice the tokens per second
-// needs. Elsewhere (the wgmma path, whose operands come from shared memory in T, and head dim
-// 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is converted into
-// one T tile (convert_tile) for the 16-bit code. k_scale joins the softmax scale, v_scale
-// multiplies O before the epilogue; both are read from device memory by the kernel.
+// FP8 (e4m3) cache: the pipeline gathers rows of bytes (half the copies of a 16-bit cache),
+// and the MMAs run in fp16 whatever T is (MT): e4m3 -> fp16 is exact and one conversion
+// instruction per pair from sm_89 on (e4m3x4_to, common.cuh), and a bf16 Q tile is rescaled
+// by a power of two into fp16 once it lands (q_tile_to_fp16), the power joining the softmax
+// scale. On the mma.sync path (FRAG8) the stages are swizzled like T rows and the fragments
+// are read from them directly: 8-byte loads for K (in a channel order that Q's fragments
+// share, see q_frag8) and ldmatrix.trans for V (O's columns then come out permuted and are
+// put back once, frag8_unpermute), each byte pair turned into two fp16 values in registers.
+// Shared memory then carries one byte per element, which a decode step at twice the tokens
+// per second needs. Elsewhere (the wgmma path, whose B operands come from shared memory, and
+// head dim 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is
+// converted into one fp16 tile (convert_tile) for the 16-bit code. k_scale joins the softmax
+// scale, v_scale multiplies O before the epilogue; both are read from device memory by the
+// kernel.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
@@ -94,7 +95,7 @@ template <class T_, class KV_T_, int HEAD_DIM_, int GROUP_, int M_TILE_, int KV_
           bool WGMMA_>
 struct GqaTraits {
     using T = T_;
-    using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to T in shared memory)
+    using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr int D = HEAD_DIM_;
     static constexpr int GROUP = GROUP_;
     static constexpr int M_TILE = M_TILE_;
@@ -122,10 +123,9 @@ struct GqaTraits {
     static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
     static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
                                   WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
-    static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // T tiles per operand
-    // The MMAs' element type: fp16 on FRAG8 tiles (e4m3 -> fp16 is one instruction from sm_89
-    // on; a bf16 Q tile is rescaled into fp16, q_tile_to_fp16), else T.
-    using MT = typename type_if<FRAG8, fp16, T>::type;
+    static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // 16-bit tiles per operand
+    // The MMAs' element type: fp16 with an e4m3 cache (see the top of this file), else T.
+    using MT = typename type_if<FP8, fp16, T>::type;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;
     static constexpr int SMEM_V = SMEM_K + T_TILES * TILE_BYTES;
@@ -233,7 +233,7 @@ template <int D> __device__ __forceinline__ void frag8_unpermute(float (&o)[D / 
     }
 }
 
-// FRAG8 with a bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e with e such
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e with e such
 // that its largest magnitude lies in [2^14, 2^15) (exact down to 2^-29 of it, where bf16's 8
 // significant bits still fit a normal fp16; what lies below that adds under 2^-29 of the
 // largest product to a score); returns 2^e, by which the scores are then scaled. Each warp
@@ -268,7 +268,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return __int_as_float((127 + e) << 23);
 }
 
-// FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the T tile at t
+// FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the fp16 tile at t
 // (the layout of tile_off). A thread takes 8 bytes -> one 16-byte chunk: a warp reads 256
 // contiguous bytes and writes 32 chunks of rows whose swizzle spreads them over all banks.
 template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, unsigned t, int tid) {
@@ -279,8 +279,8 @@ template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, uns
         const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
         unsigned w0, w1, a[4];
         ld_shared_u2(g + r * Tr::D + c * 8, w0, w1);
-        e4m3x4_to<typename Tr::T>(w0, a[0], a[1]);
-        e4m3x4_to<typename Tr::T>(w1, a[2], a[3]);
+        e4m3x4_to<typename Tr::MT>(w0, a[0], a[1]);
+        e4m3x4_to<typename Tr::MT>(w1, a[2], a[3]);
         st_shared_u4(t + tile_off<Tr, Tr::KV_TILE>(r, c), a);
     }
 }
@@ -454,7 +454,7 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
 template <class Tr>
 __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa,
                                             const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
-    using T = typename Tr::T;
+    using T = typename Tr::MT;
     constexpr int D = Tr::D, NW = Tr::NW;
     constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
 #pragma unroll
@@ -606,7 +606,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     GqaQFrags<Tr> qf;
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    if constexpr (Tr::FRAG8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
+    if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
@@ -660,11 +660,12 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
             unsigned a[NW / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk) p_fragment<T>(a[kk], s, kk);
+            for (int kk = 0; kk < NW / 16; ++kk) p_fragment<typename Tr::MT>(a[kk], s, kk);
             fence_regs(of);
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk) wgmma_rs_n128<T>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
+            for (int kk = 0; kk < NW / 16; ++kk)
+                wgmma_rs_n128<typename Tr::MT>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
             wgmma_commit();
             wgmma_wait0();
             fence_regs(of);
@@ -692,8 +693,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                 for (int dd = 0; dd < D / 16; ++dd) {
                     unsigned vf[4];
                     ldsm_x4_trans(swz<Tr>(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
-                    mma16816<T>(o[2 * dd], a, vf[0], vf[1]);
-                    mma16816<T>(o[2 * dd + 1], a, vf[2], vf[3]);
+                    mma16816<typename Tr::MT>(o[2 * dd], a, vf[0], vf[1]);
+                    mma16816<typename Tr::MT>(o[2 * dd + 1], a, vf[2], vf[3]);
                 }
             }
         }

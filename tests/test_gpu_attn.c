@@ -546,11 +546,15 @@ static const acase FP8_CASES[] = {
     {.what = "fp8 subnormal codes", .dtype = DCPATTN_FP16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1,
      .W = 1, .I = 1, .rank = 0, .batch = 3, .qlen_max = 1, .L_min = 16, .L_max = 400,
      .splits = {1, 0}, .n_splits = 2, .fp8 = 3},
-    /* bf16 queries far above and below fp16's range (the FRAG8 tiles compute in fp16 after
-       rescaling Q by a power of two), the softmax scale set against them */
+    /* bf16 queries far above and below fp16's range (with an e4m3 cache the tiles compute in
+       fp16 after rescaling Q by a power of two; q_len 8: the wgmma tile), the softmax scale set
+       against them */
     {.what = "fp8 q x 2^20", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1, .W = 3,
      .I = 16, .rank = -1, .batch = 3, .qlen_max = 2, .L_min = 16, .L_max = 600, .n_short = 1,
      .splits = {1, 0, 16}, .n_splits = 3, .scale = 0.08838834764831845f / 1048576.0f, .fp8 = 1, .q_exp = 20},
+    {.what = "fp8 q x 2^20", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 64, .causal = 1, .W = 2,
+     .I = 64, .rank = -1, .batch = 3, .qlen_max = 8, .L_min = 16, .L_max = 700, .n_short = 1,
+     .splits = {1, 0, 16}, .n_splits = 3, .scale = 0.08838834764831845f / 1048576.0f, .fp8 = 2, .q_exp = 20},
     {.what = "fp8 q x 2^-40", .dtype = DCPATTN_BF16, .d = 256, .group = 4, .hkv = 2, .ps = 16, .causal = 1, .W = 1,
      .I = 1, .rank = 0, .batch = 3, .qlen_max = 4, .L_min = 16, .L_max = 600,
      .splits = {1, 0}, .n_splits = 2, .scale = 0.0625f * 1099511627776.0f, .fp8 = 2, .q_exp = -40},
