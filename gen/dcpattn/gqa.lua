@@ -47,9 +47,11 @@ local function wgmma_path(m, d, kv_dtype)
     return m == 64 and d == 128 and (FP8_WGMMA or kv_dtype ~= "e4m3")
 end
 -- Query rows from which the wgmma tile serves a KV head on sm_90+ even when a smaller
--- mma.sync tile would hold them (measured on the H200: G1 at q_len 4, 32 rows, see
--- docs/performance.md).
-local WGMMA_FROM_ROWS = 17
+-- mma.sync tile would hold them (measured on the H200, docs/performance.md: G1 at q_len 4,
+-- 32 rows, takes it with a 16-bit cache; with an e4m3 cache the 32-row mma.sync tile, whose
+-- fragments convert in registers, ran G1F q_len 4 in 440 us against 490 on wgmma, which
+-- converts each tile in shared memory first, so there it serves 33 rows and more).
+local WGMMA_FROM_ROWS = { [false] = 17, [true] = 33 }
 local function stages_for(m, d, kv_dtype)
     if (m == 16 and d <= 128) or wgmma_path(m, d, kv_dtype) then return 3 end
     return 2
@@ -77,7 +79,9 @@ M.max_group = MAX_GROUP
 -- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles);
 -- on sm_90+ (`arch` >= 90) the wgmma tile from WGMMA_FROM_ROWS rows on, where it exists.
 function M.m_tile_for(rows, head_dim, arch, kv_dtype)
-    if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim, kv_dtype) then return 64 end
+    local fp8 = kv_dtype == "e4m3"
+    local from = WGMMA_FROM_ROWS[fp8]
+    if arch and arch >= 90 and rows >= from and wgmma_path(64, head_dim, kv_dtype) then return 64 end
     return util.tile_for(M_TILES, rows)
 end
 
