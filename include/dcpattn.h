@@ -22,7 +22,8 @@
      Families: GQA/MQA (head dims 64, 96, 128, 192, 256, group sizes 1..64, mma.sync tensor
      cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma; the KV
      cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
-     DeepSeek MLA (576/512, V read from the K rows, wgmma and TMA: Hopper sm_90a only;
+     DeepSeek MLA (576/512, V read from the K rows, the cache bf16/fp16 or FP8 e4m3, wgmma
+     and TMA: Hopper sm_90a only;
      elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
      multiples of 64). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
@@ -88,10 +89,10 @@
      local key l iff its global position is <= p (causal), i.e. iff l < local_len_r(p + 1)
      with local_len_r(L) = (L / (W*I))*I + clamp(L % (W*I) - r*I, 0, I).
    - Per-sequence lengths are read on the device; the host gives only upper bounds.
-   - FP8 KV cache (GQA only; MLA with kv_dtype FP8 is rejected): kv_dtype =
-     DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn bytes (K/V strides then multiples of
-     16 elements); key = e4m3 value * k_scale[h], value = e4m3 value * v_scale[h] (h = 0, or
-     the KV head with kv_scale_per_head). The scales are device float32 (> 0), read by the
+   - FP8 KV cache (GQA and MLA): kv_dtype = DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn
+     bytes (K/V strides then multiples of 16 elements); key = e4m3 value * k_scale[h], value
+     = e4m3 value * v_scale[h] (h = 0, or the KV head with kv_scale_per_head). MLA: rows of
+     576 e4m3 bytes, V = the first 512 of the same bytes times v_scale. The scales are device float32 (> 0), read by the
      kernel at run time, so they may change between replays of a captured graph. q, out and
      lse keep their types. Unused cache slots may hold e4m3 NaN: they are never read.
 
@@ -345,7 +346,7 @@ typedef struct dcpattn_attn_desc {
     int num_splits;              /* split-KV policy (see DCPATTN_SPLITS_BALANCED); 0: the
                                     balanced schedule, 1: no split */
     int num_sms;                 /* 0: the context's (dcpattn_context_desc.num_sms, else the device's) */
-    /* The KV cache's element type: 0 = dtype; DCPATTN_FP8_E4M3 (GQA only) for an e4m3 cache
+    /* The KV cache's element type: 0 = dtype; DCPATTN_FP8_E4M3 for an e4m3 cache
        read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V). */
     dcpattn_dtype kv_dtype;
     int kv_scale_per_head;       /* FP8: 0 one k_scale and one v_scale; 1 one per KV head */
@@ -2651,10 +2652,6 @@ static dcpattn_status dcpattn__attn_normalize(const dcpattn_attn_desc *in, dcpat
         return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn: page_size = %d (must be 1..%d)", d->page_size,
                              DCPATTN__MAX_PAGE_SIZE);
     if (dcpattn__is_mla(d)) {
-        if (d->kv_dtype == DCPATTN_FP8_E4M3)
-            return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                                 "attn: kv_dtype = DCPATTN_FP8_E4M3 with head_dim %d/%d: MLA has no FP8 variant",
-                                 DCPATTN__MLA_HEAD_DIM, DCPATTN__MLA_HEAD_DIM_V);
         if (d->num_kv_heads != 1 || d->num_q_heads > DCPATTN__MLA_MAX_HEADS)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                                  "attn: MLA (head_dim %d/%d) needs num_kv_heads = 1 and num_q_heads <= %d, got %d and %d",
@@ -3187,11 +3184,16 @@ static unsigned long long dcpattn__run_token(void) {
 
 /* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
    tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
-   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles. */
+   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles; an e4m3
+   cache: bytes, unswizzled (the kernel converts each box into a swizzled 16-bit tile). */
 static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
-    enum { UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3, OOB_FILL_NONE = 0 }; /* cuda.h's values */
+    enum { UINT8 = 0, UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3,
+           OOB_FILL_NONE = 0 }; /* cuda.h's values */
+    const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3;
+    const unsigned long long esize = fp8 ? 1u : 2u;
     const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
-    const unsigned long long stride[2] = {(unsigned long long)a->k_stride_t * 2u, (unsigned long long)a->k_stride_page * 2u};
+    const unsigned long long stride[2] = {(unsigned long long)a->k_stride_t * esize,
+                                          (unsigned long long)a->k_stride_page * esize};
     const unsigned box[3] = {64u, (unsigned)(d->page_size < 64 ? d->page_size : 64), 1u}, one[3] = {1u, 1u, 1u};
     if (!dcpattn__cu.TensorMapEncodeTiled)
         return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "attn: MLA needs cuTensorMapEncodeTiled (a CUDA 12 driver)");
@@ -3199,8 +3201,9 @@ static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpatt
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "attn: MLA: num_pages = %lld, k_stride_page = %lld (TMA maps take < 2^32 pages, strides < 2^40 bytes)",
                              (long long)a->num_pages, (long long)a->k_stride_page);
-    return dcpattn__cu_check(dcpattn__cu.TensorMapEncodeTiled(kp->k_tmap, UINT16, 3u, (void *)a->k_cache, dim, stride, box,
-                                                              one, INTERLEAVE_NONE, SWIZZLE_128B, L2_256B, OOB_FILL_NONE),
+    return dcpattn__cu_check(dcpattn__cu.TensorMapEncodeTiled(kp->k_tmap, fp8 ? UINT8 : UINT16, 3u, (void *)a->k_cache, dim,
+                                                              stride, box, one, INTERLEAVE_NONE,
+                                                              fp8 ? SWIZZLE_NONE : SWIZZLE_128B, L2_256B, OOB_FILL_NONE),
                              "attn: MLA cuTensorMapEncodeTiled");
 }
 

@@ -142,6 +142,21 @@ __device__ __forceinline__ float sum_inv(float l) { return l > 0.f ? 1.f / l : 0
 // Base-2 LSE of a row from its max m and sum l; -inf for a row that saw nothing.
 __device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m + fast_log2(l) : neg_inf(); }
 
+// An e4m3 cache with bf16 queries: the MMAs run in fp16 (e4m3 -> fp16 is exact), so the Q tile
+// is multiplied into fp16 by 2^-e, with e such that its largest magnitude lies in [2^14, 2^15)
+// (exact down to 2^-29 of it, where bf16's 8 significant bits still fit a normal fp16; what
+// lies below that adds under 2^-29 of the largest product to a score), and the scores by 2^e.
+// bf16_mag2: the larger magnitude (bits) of a bf16 pair; q_fp16_exponent: e from the tile's
+// largest magnitude bits; bf16x8_to_fp16: a 16-byte chunk of bf16 times `down` (2^-e) in fp16.
+__device__ __forceinline__ unsigned bf16_mag2(unsigned v) { return max(v & 0x7fffu, (v >> 16) & 0x7fffu); }
+__device__ __forceinline__ int q_fp16_exponent(unsigned mx) {
+    return mx ? max((int)(mx >> 7) - 141, -100) : 0;  // bf16 exponent bias 127, 2^15 = 2^(141 - 127 + 1)
+}
+__device__ __forceinline__ void bf16x8_to_fp16(unsigned (&v)[4], float down) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = pack2<fp16>(lo_float(bf16{}, v[k]) * down, hi_float(bf16{}, v[k]) * down);
+}
+
 // Where query row (token tq, query head h) is written.
 struct AttnRowOut {
     const dcpattn_attn_kparams &p;

@@ -233,12 +233,10 @@ template <int D> __device__ __forceinline__ void frag8_unpermute(float (&o)[D / 
     }
 }
 
-// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e with e such
-// that its largest magnitude lies in [2^14, 2^15) (exact down to 2^-29 of it, where bf16's 8
-// significant bits still fit a normal fp16; what lies below that adds under 2^-29 of the
-// largest product to a score); returns 2^e, by which the scores are then scaled. Each warp
-// finds the largest magnitude over the whole tile (a few KB), so only the rewrite waits for
-// the others. Ends with the tile ready for every warp.
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
+// q_fp16_exponent); returns 2^e, by which the scores are then scaled. Each warp finds the
+// largest magnitude over the whole tile (a few KB), so only the rewrite waits for the others.
+// Ends with the tile ready for every warp.
 template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, int tid, int lane) {
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = (ITEMS + Tr::THREADS - 1) / Tr::THREADS;
     unsigned mx = 0;
@@ -246,11 +244,11 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
         unsigned v[4];
         ld_shared_u4(sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS), v);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) mx = max(mx, max(v[k] & 0x7fffu, (v[k] >> 16) & 0x7fffu));
+        for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-    const int e = mx ? max((int)(mx >> 7) - 141, -100) : 0;  // bf16 exponent bias 127, 2^15 = 2^(141 - 127 + 1)
+    const int e = q_fp16_exponent(mx);
     const float down = __int_as_float((127 - e) << 23);
     __syncthreads();  // every warp has read the tile; a thread rewrites only its own chunks
 #pragma unroll
@@ -260,8 +258,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
         const unsigned a = sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS);
         unsigned v[4];
         ld_shared_u4(a, v);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = pack2<fp16>(lo_float(bf16{}, v[k]) * down, hi_float(bf16{}, v[k]) * down);
+        bf16x8_to_fp16(v, down);
         st_shared_u4(a, v);
     }
     __syncthreads();

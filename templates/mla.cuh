@@ -27,12 +27,13 @@
 //
 // Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
 // lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
-//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then
-//                   load_q_rope (the rope block's Q fragments, kept in registers)
+//   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), FP8 with
+//                   a bf16 query q_tile_to_fp16, then load_q_rope (the rope block's Q
+//                   fragments, kept in registers)
 //   per tile
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
-//                   last tile's V rows past the last visible key)
+//                   last tile's V rows past the last visible key); FP8: convert (convert_tile)
 //     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
@@ -56,6 +57,16 @@
 // each warpgroup zeroes the V rows of its half past the last visible key once they land (a
 // NaN there would survive P = 0).
 //
+// FP8 (e4m3) cache: the MMAs run in fp16 (MT), every e4m3 value being an fp16 one; a bf16 Q
+// tile is rescaled into fp16 by a power of two that joins the softmax scale with k_scale, and
+// v_scale multiplies O at the end. A tile lands by TMA as nine raw 4 KB blocks (64 tokens x 64
+// bytes, unswizzled) in the upper half of its stage, and the warpgroup that computes its S
+// first converts it in place into the stage's nine SW128 fp16 blocks (convert_tile; rows past
+// the last visible key become zeros, which replaces zero_tail). Shared memory stays as it is.
+// Warpgroup 1 loads the whole raw tile into a stage once it is done with that stage's upper
+// half (its refills of blocks 4-8 above); warpgroup 1 converts its tile t1 into blocks 0-3 only
+// after warpgroup 0's P(t1 - 2) V(t1 - 2) has read them (named barrier 5).
+//
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
 // (docs/performance.md). So issue loops stay rolled; and ptxas serializes every wgmma
@@ -69,7 +80,7 @@
 // SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
 // 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 / 3 "P and
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
-// 6 + w inside warpgroup w.
+// 5 (FP8) "warpgroup 0 is done with stage 1's blocks 0-3", 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
@@ -82,8 +93,11 @@
 
 namespace dcpattn {
 
-template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
+template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
     using T = T_;
+    using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
+    static constexpr bool FP8 = sizeof(KV_T) == 1;
+    using MT = typename type_if<FP8, fp16, T>::type;  // what the MMAs multiply
     static constexpr int GROUP = GROUP_;
     static constexpr int THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
@@ -93,6 +107,10 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
     static constexpr int BLOCK_BYTES = 64 * 128;             // one 64-channel column block
     static constexpr int TILE_BYTES = BLOCKS * BLOCK_BYTES;  // 73728
+    // FP8: a tile lands as nine 4 KB blocks of 64 tokens x 64 bytes in the upper half of its
+    // stage, and is converted in place into the stage's nine 16-bit blocks (see convert_tile)
+    static constexpr int RAW_BLOCK = 64 * 64;
+    static constexpr int RAW_OFF = TILE_BYTES - BLOCKS * RAW_BLOCK;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = TILE_BYTES;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
@@ -106,6 +124,8 @@ template <class T_, int GROUP_, int THREADS_> struct MlaTraits {
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
+    static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
+    static_assert(RAW_OFF == 4 * BLOCK_BYTES + RAW_BLOCK, "convert_tile's order: raw block 0 lies in 16-bit block 4");
 };
 
 namespace mla_detail {
@@ -181,7 +201,7 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p,
         const int R = cta.row0 + (half ? r_hi : r_lo);
         if (R >= cta.nrows) continue;
         const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
-        const float inv = sum_inv(l);
+        const float inv = Tr::FP8 ? sum_inv(l) * p.v_scale[0] : sum_inv(l);  // (FP8: value = e4m3 * v_scale)
         const AttnRowOut out = cta.row_out(0, R);
         const float lse2 = row_lse2(m, l);
         if (split_out) {
@@ -215,6 +235,104 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
         const int c = (Tr::DQK / 16 - 4 + i) * 2 + (mi >> 1);
         ldsm_x4(sQ + (c >> 3) * Tr::BLOCK_BYTES + row * 128 + (((c & 7) ^ (row & 7)) << 4), qr[i]);
     }
+}
+
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
+// q_fp16_exponent); returns 2^e, by which the scores are then scaled. Each thread takes the same
+// 16-byte chunks in both passes (the largest magnitude, then the rewrite); the warps' maxima
+// meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
+// proxy; the caller's barrier makes it every thread's.
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
+    constexpr int N = Tr::M_TILE * Tr::CHUNKS / Tr::THREADS;
+    static_assert(N * Tr::THREADS == Tr::M_TILE * Tr::CHUNKS, "whole passes");
+    __syncthreads();  // every thread's cp.async of the tile has landed
+    unsigned mx = 0, v[4];
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        ld_shared_u4(sQ + (tid + j * Tr::THREADS) * 16, v);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    if ((tid & 31) == 0) red[tid >> 5] = mx;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < Tr::THREADS / 32; ++w) mx = max(mx, red[w]);
+    const int e = q_fp16_exponent(mx);
+    const float down = __int_as_float((127 - e) << 23);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const unsigned a = sQ + (tid + j * Tr::THREADS) * 16;
+        ld_shared_u4(a, v);
+        bf16x8_to_fp16(v, down);
+        st_shared_u4(a, v);
+    }
+    fence_proxy_async();
+    return __int_as_float((127 + e) << 23);
+}
+
+// Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
+// tokens x 64 bytes, block b at RAW_OFF + b * RAW_BLOCK, each on its mbarrier at bars + 8 b with
+// parity par), into the stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place,
+// by the 128 threads of one warpgroup (tw: the thread's index in it); token rows from `valid`
+// on (past the last visible key, where unused slots may hold NaN) become zeros. A thread takes
+// 16-byte pieces i = tw, tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and
+// writes chunks 2 (i % 4) and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and
+// writes rows whose swizzle spreads each quarter-warp's chunks over all banks. The order keeps
+// every raw byte read before a 16-bit block covers it: 16-bit blocks 0-3 lie below the raw ones,
+// block 4 covers raw block 0, 5 raw 1-2, 6 raw 3-4, 7 raw 5-6, 8 raw 7-8; so the warpgroup meets
+// once every thread has read raw blocks 0-6 and once it has read 7-8. Ends with the tile ready
+// for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets later).
+template <class Tr>
+__device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned par, int valid, int wg, int tw) {
+    auto fetch = [&](int blk, int k, unsigned (&w)[4]) {
+        if (k == 0) mbar_wait(add_at(bars, 8 * blk), par);
+        ld_shared_u4(st + Tr::RAW_OFF + blk * Tr::RAW_BLOCK + (tw + 128 * k) * 16, w);
+    };
+    auto put = [&](int blk, int k, const unsigned (&w)[4]) {
+        const int i = tw + 128 * k, r = i >> 2, h = i & 3;
+        unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
+        if (r < valid) {
+            e4m3x4_to<fp16>(w[0], a[0], a[1]);
+            e4m3x4_to<fp16>(w[1], a[2], a[3]);
+            e4m3x4_to<fp16>(w[2], b[0], b[1]);
+            e4m3x4_to<fp16>(w[3], b[2], b[3]);
+        }
+        const unsigned row = st + blk * Tr::BLOCK_BYTES + r * 128;
+        st_shared_u4(row + (((2 * h) ^ (r & 7)) << 4), a);
+        st_shared_u4(row + (((2 * h + 1) ^ (r & 7)) << 4), b);
+    };
+    unsigned w[2][4], x[3][2][4];
+#pragma unroll
+    for (int blk = 0; blk < 4; ++blk) {
+        fetch(blk, 0, w[0]);
+        fetch(blk, 1, w[1]);
+        put(blk, 0, w[0]);
+        put(blk, 1, w[1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+        fetch(4 + j, 0, x[j][0]);
+        fetch(4 + j, 1, x[j][1]);
+    }
+    wg_sync(wg);  // raw blocks 0-6 read
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+        put(4 + j, 0, x[j][0]);
+        put(4 + j, 1, x[j][1]);
+    }
+    fetch(7, 0, w[0]);
+    fetch(7, 1, w[1]);
+    put(7, 0, w[0]);
+    put(7, 1, w[1]);
+    fetch(8, 0, w[0]);
+    fetch(8, 1, w[1]);
+    wg_sync(wg);  // raw blocks 7-8 read
+    put(8, 0, w[0]);
+    put(8, 1, w[1]);
+    fence_proxy_async();  // generic-proxy writes -> read by wgmma
+    wg_sync(wg);
 }
 
 // Stage "split merge" of the two warpgroups: each holds the sums of its half of every row's keys
@@ -426,7 +544,7 @@ struct MlaSchedule {
 // kernel entry picks; two instances, so that the common one keeps its straight-line code).
 template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(const dcpattn_attn_kparams &p) {
     using namespace mla_detail;
-    using T = typename Tr::T;
+    using MT = typename Tr::MT;  // the MMAs' type (fp16 for an e4m3 cache)
     constexpr int GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE;
     constexpr int BLOCKS = Tr::BLOCKS, TILE_BYTES = Tr::TILE_BYTES, BLOCK_BYTES = Tr::BLOCK_BYTES;
 
@@ -489,15 +607,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // (rolled loops: one thread of a warp runs them, and unrolled they would fill the instruction cache)
             // blocks first, first + step, ... below end
+            // (FP8: raw blocks of 64 bytes per token into the upper half of the stage, see convert_tile)
+            constexpr int ROW = Tr::FP8 ? 64 : 128, DST = Tr::FP8 ? Tr::RAW_BLOCK : BLOCK_BYTES;
             auto load = [&](int t, const TileSrc &src, int first, int end, int step) {
                 const int s = t & 1;
 #pragma unroll 1
                 for (int blk = first; blk < end; blk += step) {
-                    const unsigned bar = full(s, blk), dst = sK + s * TILE_BYTES + blk * BLOCK_BYTES;
-                    mbar_expect_tx(bar, BLOCK_BYTES);
+                    const unsigned bar = full(s, blk);
+                    const unsigned dst = sK + s * TILE_BYTES + (Tr::FP8 ? Tr::RAW_OFF : 0) + blk * DST;
+                    mbar_expect_tx(bar, DST);
 #pragma unroll 1
                     for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
-                        tma_load_3d(dst + i * box * 128, tmap, blk * 64, src.slot,
+                        tma_load_3d(dst + i * box * ROW, tmap, blk * 64, src.slot,
                                     i == 0   ? src.page[0]
                                     : i == 1 ? src.page[1]
                                     : i == 2 ? src.page[2]
@@ -514,6 +635,14 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             }
 
             load_q_tile<Tr>(p, cta, sQ, tid);
+            // FP8: k_scale joins the softmax scale (read here, not on the host, so that a captured
+            // graph sees the value the scale holds at replay); a bf16 Q tile goes into fp16
+            float scale = p.scale_log2;
+            if constexpr (Tr::FP8) {
+                scale *= p.k_scale[0];
+                if constexpr (!same_type<typename Tr::T, fp16>)
+                    scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
+            }
             __syncthreads();  // Q in place, barriers initialized
 
             // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
@@ -521,7 +650,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int g = lane >> 2, q4 = lane & 3;
             const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
             const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
-            const float scale = p.scale_log2;
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
@@ -576,11 +704,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
                     const int blk = b0 + b;
-                    mbar_wait(full(t & 1, blk), par);
+                    if constexpr (!Tr::FP8) mbar_wait(full(t & 1, blk), par);  // (FP8: convert_tile waited)
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const unsigned off = kstep(4 * blk + i);
-                        wgmma_ss_n64<T>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                        wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
                                         first && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
@@ -588,9 +716,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // S += Q K(t)^T over the rope block (Q fragments from registers)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
-                mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
+                if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < 4; ++i) wgmma_rs_n64<T>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                for (int i = 0; i < 4; ++i) wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
             // (shared memory)
@@ -599,7 +727,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk)
-                    wgmma_rs_n256<T>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_rs_n256<MT>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
                 wgmma_commit();
             };
             auto pv_other = [&](int t) {
@@ -607,7 +735,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk)
-                    wgmma_ss_n256<T>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_ss_n256<MT>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
                 wgmma_commit();
             };
             // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
@@ -669,8 +797,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
                     l_lo += e0 + e1;
                     l_hi += e2 + e3;
-                    pa[n >> 1][(n & 1) * 2 + 0] = pack2<T>(e0, e1);
-                    pa[n >> 1][(n & 1) * 2 + 1] = pack2<T>(e2, e3);
+                    pa[n >> 1][(n & 1) * 2 + 0] = pack2<MT>(e0, e1);
+                    pa[n >> 1][(n & 1) * 2 + 1] = pack2<MT>(e2, e3);
                 }
                 return moved;
             };
@@ -685,8 +813,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 
+            // FP8: tile t into fp16 by the warpgroup that computes its S, before it does
+            auto convert = [&](int t) {
+                convert_tile<Tr>(sK + (t & 1) * TILE_BYTES, full(t & 1, 0), parity(t),
+                                 cta_hi - (kv_begin + t * KV_TILE), wg, tw);
+            };
+            // Warpgroup 1 refills blocks [R0, R0 + RN) of a stage (FP8: the whole raw tile, which lands
+            // in the half it frees; warpgroup 0 refills nothing)
+            constexpr int R0 = Tr::FP8 ? 0 : 4, RN = Tr::FP8 ? BLOCKS : 5;
+
             // S of tile 0 (tiles 0 and 1 are on their way)
             if (wg == 0 && n_tiles > 0) {
+                if constexpr (Tr::FP8) convert(0);
                 fence_regs(sacc);
                 wgmma_fence();
                 qk_blocks(0, 0, true);
@@ -710,7 +848,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     if (next0) lookup(t0 + 2, pg0);
                     if (next1) lookup(t0 + 3, pg1);
                 }
-                if (!next0 && kv_begin + n_tiles * KV_TILE > cta_hi) zero_tail(n_tiles - 1);  // the last pair
+                if (!Tr::FP8 && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
+                    zero_tail(n_tiles - 1);  // the last pair (FP8: convert_tile zeroes those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
                     if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
@@ -720,12 +859,14 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
                     wgmma_wait<0>();
                     fence_regs(o);
-                    if (elected && next0) refill(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
+                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
                         if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
+                    if constexpr (Tr::FP8)
+                        if (next0) convert(t0 + 2);
                     if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                         fence_regs(sacc);
                         wgmma_fence();
@@ -734,7 +875,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if (elected) refill(t0 + 3, pg1, 0, 4);
+                        if constexpr (Tr::FP8)
+                            nbar_arrive<5, 256>();  // warpgroup 1 may convert t0 + 3 into them
+                        else if (elected)
+                            refill(t0 + 3, pg1, 0, 4);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);
@@ -755,6 +899,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
+                        if constexpr (Tr::FP8) {
+                            if (t1 >= 3) nbar_sync<5, 256>();  // warpgroup 0 is done with P(t1 - 2) V(t1 - 2)
+                            convert(t1);
+                        }
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
                         qk_blocks(t1, 0, true);
@@ -774,11 +922,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (elected && next0) refill(t0 + 2, pg0, R0, RN);  // blocks 4-8 of stage 0 are read
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (elected && next1) refill(t0 + 3, pg1, R0, RN);  // blocks 4-8 of stage 1 are read
                     }
                 }
                 fence_regs(sacc);

@@ -231,7 +231,8 @@ do -- bad specs: compiler-style messages naming the problem
         { "gqa_bf16_kvfp16_d128_g8_m16", "KV dtype 'fp16' with dtype 'bf16'" },
         { "gqa_bf16_kvint8_d128_g8_m16", "unknown KV dtype 'int8'" },
         { "gqa_bf16_kv_d128_g8_m16", "malformed field 'kv'" },
-        { "mla_bf16_kve4m3_h16_m64", "3 fields" },
+        { "mla_bf16_kve4m3_h16", "got 2 and 1 optional" },
+        { "mla_bf16_kvfp16_h16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
         { "gqa-bf16", "characters" },
@@ -285,6 +286,8 @@ do
         { { dv = 0 }, "gqa_bf16_d128_g8_m16" },
         { { max_q_len = 0, page_size = 0 }, "gqa_bf16_d128_g8_m16" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 128, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h128_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m64" },
         -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
         { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
@@ -317,8 +320,9 @@ do
         { { arch = -90 }, "arch" },
         { { dtype = "fp32" }, "unknown dtype 'fp32'" },
         { { heads = 4 }, "unknown descriptor field 'heads'" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "kv_dtype = e4m3: MLA has no FP8 variant" },
+
         { { kv_dtype = "fp16" }, "KV dtype 'fp16' with dtype 'bf16'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "fp16" }, "MLA's cache has the query's dtype" },
         { { kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
     }

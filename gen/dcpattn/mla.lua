@@ -1,7 +1,8 @@
 -- mla.lua — the MLA family (DeepSeek absorbed decode, docs/contract.md 8): Dqk = 576 (512 latent +
 -- 64 rope), Dv = 512, one latent KV head whose first 512 channels are V, Hq query heads per
 -- rank; the q_len x Hq query rows of a sequence are packed into tiles of 64 rows per CTA.
--- Hopper only (wgmma, sm_90a). Name: mla_<dtype>_h<Hq>_m64, e.g. mla_bf16_h128_m64.
+-- Hopper only (wgmma, sm_90a). Name: mla_<dtype>[_kv<kv_dtype>]_h<Hq>_m64, e.g. mla_bf16_h128_m64,
+-- mla_bf16_kve4m3_h128_m64 (an e4m3 cache: rows of 576 bytes, computed in fp16).
 local M = {}
 
 local ipairs = ipairs
@@ -12,7 +13,7 @@ local types = require "dcpattn.types"
 
 M.family = "mla"
 M.template = "templates/mla_inst.cu"
-M.form = "mla_<dtype>_h<Hq>_m<M>"
+M.form = "mla_<dtype>[_kv<kv_dtype>]_h<Hq>_m<M>"
 
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
@@ -22,13 +23,15 @@ local KV_TILE = 64
 local STAGES = 2
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
+local KV_DTYPES = { "bf16", "fp16", "e4m3" } -- a 16-bit cache has the query's dtype
 -- Page sizes a descriptor may have: the 64-token tiles come in by TMA, in boxes of
 -- min(page_size, 64) tokens that never cross a page.
 local PAGE_SIZES = { 16, 32, 64, 128, 192, 256 }
 
--- The AOT set.
+-- The AOT set, and its e4m3-cache variants (those of the benchmark shapes, M1F and M2F).
 local DEFAULT_DTYPES = { "bf16" }
 local DEFAULT_HQ = { 16, 32, 64, 128 }
+local DEFAULT_FP8 = { dtype = "bf16", hq = { 16, 128 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -43,9 +46,18 @@ end
 
 local show = util.show
 
-util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
+util.family(M, { { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
     local dtype, err = util.dtype(spec.dtype, DTYPES, "")
     if not dtype then return nil, err end
+    local kv_dtype = dtype
+    if spec.kv_dtype ~= nil then
+        kv_dtype, err = util.dtype(spec.kv_dtype, KV_DTYPES, "KV ")
+        if not kv_dtype then return nil, err end
+        if kv_dtype ~= dtype and kv_dtype ~= "e4m3" then
+            return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or e4m3)",
+                kv_dtype, dtype)
+        end
+    end
     local hq = util.int(spec.hq)
     if not hq or hq < 1 or hq > MAX_HQ then
         return nil, format("query heads %s not supported (expected 1..%d)", show(spec.hq), MAX_HQ)
@@ -54,7 +66,7 @@ util.family(M, { { "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
     if not m or not M_TILES[m] then
         return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile), concat(M.m_tiles, ", "))
     end
-    return { family = "mla", dtype = dtype, hq = hq, m_tile = m }
+    return { family = "mla", dtype = dtype, kv_dtype = kv_dtype, hq = hq, m_tile = m }
 end)
 
 -- Everything the instance template and the launcher need, derived in one place
@@ -77,13 +89,15 @@ end
 function M.bindings(spec, name)
     local t = traits(spec)
     return util.attn_bindings(spec, name, t, {
+        KV_T = types.info[spec.kv_dtype].ctype,
         GROUP = spec.hq,
         SMEM = t.smem, -- checked against the kernel's own layout (MlaTraits::SMEM_BYTES)
     })
 end
 
 function M.meta(spec)
-    return util.attn_meta(spec, traits(spec), { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq })
+    return util.attn_meta(spec, traits(spec),
+        { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq, kv_dtype = spec.kv_dtype })
 end
 
 function M.defaults()
@@ -92,6 +106,9 @@ function M.defaults()
         for _, hq in ipairs(DEFAULT_HQ) do
             specs[#specs + 1] = { family = "mla", dtype = dtype, hq = hq, m_tile = 64 }
         end
+    end
+    for _, hq in ipairs(DEFAULT_FP8.hq) do
+        specs[#specs + 1] = { family = "mla", dtype = DEFAULT_FP8.dtype, kv_dtype = "e4m3", hq = hq, m_tile = 64 }
     end
     return specs -- the caller sorts by name
 end

@@ -74,11 +74,9 @@ function M.attn(desc, where)
     local dtype = desc.dtype == nil and "bf16" or desc.dtype
     if v.sparse_topk > 0 then return M.sparse(desc, v, dtype, where) end
     if v.dqk == mla.DQK and v.dv == mla.DV then
-        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" }) then
-            return nil, util.err(where, "kv_dtype = %s: MLA has no FP8 variant", tostring(desc.kv_dtype))
-        end
+        local fp8 = desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" })
         local same = { "bf16", "fp16" }
-        if desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
+        if desc.kv_dtype ~= nil and not fp8 and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
             return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype",
                 tostring(desc.kv_dtype), tostring(dtype))
         end
@@ -93,6 +91,7 @@ function M.attn(desc, where)
         return spec.name({
             family = "mla",
             dtype = dtype,
+            kv_dtype = fp8 and "e4m3" or nil,
             hq = v.hq,
             m_tile = mla.m_tile_for(v.max_q_len * v.hq),
         }, where)

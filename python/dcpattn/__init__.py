@@ -25,7 +25,7 @@ stream. Plans (kernel choice, workspace) are cached by descriptor, with bounds r
 to a few steps per power of two: after one eager call of a shape, a call compiles nothing,
 allocates only the outputs it is not given, and can be captured in a CUDA graph
 (torch.cuda.graph); a call of PyTorch tensors whose shapes, strides, dtypes and devices
-were seen before skips straight to its launch. An FP8 (e4m3) KV cache is taken for GQA:
+were seen before skips straight to its launch. An FP8 (e4m3) KV cache is taken for GQA and MLA:
 kv_cache_dtype="fp8_e4m3" (or a float8_e4m3fn cache) with device float32 k_scale and
 v_scale, as vLLM names them. Sparse MLA (DeepSeek V3.2 / GLM-5 top-k attention) takes
 per query token a list of global token positions; each rank's kernel keeps the ones it owns,

@@ -166,7 +166,7 @@ def launch(prepared):
     _issue(prepared[0], prepared[1], prepared[2], prepared[5])
 
 
-def _kv_format(kv_cache_dtype, kdt, qdt, mla):
+def _kv_format(kv_cache_dtype, kdt, qdt):
     """Whether the cache is FP8 e4m3: kv_cache_dtype "fp8" / "fp8_e4m3" (a float8_e4m3fn or
     uint8 cache), or "auto" with a float8_e4m3fn cache; else the cache has q's type."""
     if kv_cache_dtype in _FP8_NAMES:
@@ -181,9 +181,6 @@ def _kv_format(kv_cache_dtype, kdt, qdt, mla):
                                 "kv_cache_dtype = 'fp8_e4m3')" % (kdt, qdt), CALL)
     else:
         raise ArgumentError("kv_cache_dtype = %r is not supported ('auto', 'fp8' or 'fp8_e4m3')" % (kv_cache_dtype,),
-                            CALL)
-    if fp8 and mla:
-        raise ArgumentError("kv_cache_dtype = %r: MLA (head_dim 576) has no FP8 cache" % (kv_cache_dtype or "auto",),
                             CALL)
     return fp8
 
@@ -232,7 +229,7 @@ def prepare(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqle
     if len(ks) != 4 or ks[3] != dqk:
         raise ArgumentError("k_cache must be [num_pages, page_size, num_kv_heads, %d] (q's head_dim), got shape %s"
                             % (dqk, tuple(ks)), CALL)
-    fp8 = _kv_format(kv_cache_dtype, kdt, qdt, dqk == 576)
+    fp8 = _kv_format(kv_cache_dtype, kdt, qdt)
     if fp8 and descale:
         raise ArgumentError("%s is FlashAttention-3's FP8 descale, which dcpattn does not take: q stays 16-bit and "
                             "the cache's scales are k_scale and v_scale ([1] or [num_kv_heads])" % descale, CALL)

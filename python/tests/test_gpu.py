@@ -67,6 +67,7 @@ class Case:
         if family == "mla":  # V is the first 512 channels of K: keep them small like V
             for kk in self.k:
                 kk[..., :512] *= 0.5
+        self.mla = family == "mla"
         self.fp8 = fp8 is not None
         if self.fp8:
             # e4m3 bytes of K / k_scale (|K| <= 2, scales >= 0.02: within e4m3's 448); the
@@ -77,8 +78,9 @@ class Case:
             self.vs = (0.01 + 0.015 * torch.rand(n, generator=g)).reshape(shape).to(DEV)
             self.k8 = [(kk.float() / self.ks.reshape(1, -1, 1)).to(torch.float8_e4m3fn).view(torch.uint8)
                        for kk in self.k]
-            self.v8 = [(vv.float() / self.vs.reshape(1, -1, 1)).to(torch.float8_e4m3fn).view(torch.uint8)
-                       for vv in self.v]
+            # (MLA: V is the first 512 of the same bytes, dequantized with its own scale)
+            self.v8 = [kk8[..., :512] for kk8 in self.k8] if self.mla else \
+                [(vv.float() / self.vs.reshape(1, -1, 1)).to(torch.float8_e4m3fn).view(torch.uint8) for vv in self.v]
             self.dequantize()
         self.cu_t = torch.tensor(self.cu, dtype=torch.int32, device=DEV)
         self.lens_t = torch.tensor(lens, dtype=torch.int32, device=DEV)
@@ -252,6 +254,24 @@ def test_fp8_cache(world, inter):
         lses.append(lse)
     merged = dcpattn.merge_states(outs, [l.T for l in lses])
     check("fp8 W=%d I=%d merged" % (world, inter), merged, None, *c.reference(), c.dtype, 1.5)
+
+
+@pytest.mark.parametrize("inter", [1, 64])
+@pytest.mark.parametrize("world", [1, 3])
+def test_mla_fp8_cache(world, inter):
+    """MLA over an e4m3 cache (576 bytes a row; V the first 512 of them, with v_scale), each
+    rank and merged, the cache given as float8_e4m3fn and as uint8 bytes."""
+    needs_family("mla")
+    c = Case("mla", world, inter, seed=500 + 10 * world + inter, fp8=(1,))
+    outs, lses = [], []
+    for r in range(world):
+        kw = dict(kv_cache_dtype="fp8_e4m3") if r % 2 else {}
+        out, lse = c.attention(r, c.shard(r), **kw)
+        check("mla fp8 W=%d I=%d rank %d" % (world, inter, r), out, lse.T, *c.reference(r), c.dtype)
+        outs.append(out)
+        lses.append(lse)
+    merged = dcpattn.merge_states(outs, [l.T for l in lses])
+    check("mla fp8 W=%d I=%d merged" % (world, inter), merged, None, *c.reference(), c.dtype, 1.5)
 
 
 def test_fp8_cache_per_head_scales_as_bytes():

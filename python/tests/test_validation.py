@@ -88,10 +88,11 @@ def fp8_attn(**change):
     (dict(k_scale=DL((1,), "float32", device=(1, 0))), r"k_scale is on DLPack device type 1 \(CPU\)"),
     (dict(v_scale=DL((1,), "float32", device=(2, 1))), "arrays on different devices: .*v_scale on cuda:1"),
     (dict(k_descale=DL((2, 2), "float32")), "k_descale is FlashAttention-3's FP8 descale, which dcpattn does not take"),
-    (dict(q=DL((6, 16, 576)), k_cache=DL((4, 64, 1, 576), "float8_e4m3fn"), v_cache=None, out=DL((6, 16, 512))),
-     r"kv_cache_dtype = 'auto': MLA \(head_dim 576\) has no FP8 cache"),
+    (dict(q=DL((6, 16, 576)), k_cache=DL((4, 64, 1, 576), "float8_e4m3fn"), v_cache=None, out=DL((6, 16, 512)),
+          k_scale=None), "k_scale is required with an FP8 KV cache"),
     (dict(q=DL((6, 16, 576)), k_cache=DL((4, 64, 1, 576), "uint8"), v_cache=None, out=DL((6, 16, 512)),
-          kv_cache_dtype="fp8_e4m3"), "kv_cache_dtype = 'fp8_e4m3': MLA"),
+          kv_cache_dtype="fp8_e4m3", k_scale=DL((2,), "float32")),
+     r"k_scale must be \[\], \[1\] or \[num_kv_heads\] = \[1\], got shape \(2,\)"),
 ])
 def test_fp8_checks(change, message):
     with pytest.raises(ArgumentError, match=message):
