@@ -502,12 +502,49 @@ static void test_fp8(void) {
     d.dtype = DCPATTN_FP8_E4M3; /* q and out stay 16-bit */
     d.kv_dtype = DCPATTN_FP8_E4M3;
     REJECT(dcpattn_attn_desc_validate(&d), BAD_VALUE, "dtype", "4");
-    /* MLA has no FP8 variant */
+    /* MLA with an e4m3 cache (rows of 576 bytes, V aliasing K): bf16 and fp16 queries; the
+       scales and the 16-byte stride rule as for GQA */
     m = valid_desc();
     m.num_q_heads = 16, m.num_kv_heads = 1, m.head_dim = 576, m.head_dim_v = 512, m.page_size = 64;
     m.kv_dtype = DCPATTN_FP8_E4M3;
-    REJECT(dcpattn_attn_desc_validate(&m), DCPATTN_STATUS_UNSUPPORTED, "kv_dtype", NULL);
-    CHECK(strstr(dcpattn_last_error(), "MLA has no FP8 variant") != NULL, "MLA FP8 message: %s", dcpattn_last_error());
+    ACCEPT(dcpattn_attn_desc_validate(&m));
+    m.dtype = DCPATTN_FP16;
+    ACCEPT(dcpattn_attn_desc_validate(&m));
+    m.num_splits = DCPATTN_SPLITS_BALANCED;
+    ACCEPT(dcpattn_attn_desc_validate(&m));
+    m.dtype = DCPATTN_BF16, m.num_splits = 0;
+    a = valid_args();
+    a.v_cache = a.k_cache;
+    a.num_pages = 64;
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = (const float *)FAKE(VS);
+    ACCEPT(dcpattn_attn_args_validate(&m, &a));
+    a.k_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale", NULL);
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS + 1);
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS);
+    a.k_scale = (const float *)FAKE(KS + 2);
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "k_scale", NULL);
+    a.k_scale = (const float *)FAKE(KS);
+    a.k_stride_h = a.v_stride_h = 576; /* V's strides are K's, spelled out */
+    a.k_stride_t = a.v_stride_t = 592; /* padded rows: 37 16-byte pieces */
+    ACCEPT(dcpattn_attn_args_validate(&m, &a));
+    a.k_stride_t = a.v_stride_t = 584; /* 8 bytes short of a piece (a 16-bit cache's rule holds) */
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "k_stride_t", "584");
+    m.kv_dtype = 0;
+    ACCEPT(dcpattn_attn_args_validate(&m, &a));
+    m.kv_dtype = DCPATTN_FP8_E4M3;
+    a.k_stride_t = a.v_stride_t = 576;
+    a.k_stride_page = a.v_stride_page = 64 * 576 + 8;
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "k_stride_page", "36872");
+    a.k_stride_page = a.v_stride_page = 64 * 576;
+    ACCEPT(dcpattn_attn_args_validate(&m, &a));
+    a.v_cache = FAKE(V); /* V is still read from the K rows */
+    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_UNSUPPORTED, "v_cache|k_cache", NULL);
 
     /* run arguments: both scales, 4-byte aligned; K/V strides in whole 16-byte pieces */
     d = valid_desc();
