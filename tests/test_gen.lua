@@ -322,7 +322,7 @@ do
         { { heads = 4 }, "unknown descriptor field 'heads'" },
 
         { { kv_dtype = "fp16" }, "KV dtype 'fp16' with dtype 'bf16'" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "int8" }, "kv_dtype = int8 with dtype = bf16: MLA's cache has the query's dtype, or e4m3" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "fp16" }, "MLA's cache has the query's dtype" },
         { { kv_dtype = "int8" }, "unknown KV dtype 'int8'" },
     }

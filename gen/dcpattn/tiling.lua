@@ -77,7 +77,7 @@ function M.attn(desc, where)
         local fp8 = desc.kv_dtype ~= nil and types.canonical(desc.kv_dtype, { "e4m3" })
         local same = { "bf16", "fp16" }
         if desc.kv_dtype ~= nil and not fp8 and types.canonical(desc.kv_dtype, same) ~= types.canonical(dtype, same) then
-            return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype",
+            return nil, util.err(where, "kv_dtype = %s with dtype = %s: MLA's cache has the query's dtype, or e4m3",
                 tostring(desc.kv_dtype), tostring(dtype))
         end
         if v.hkv ~= 1 then
