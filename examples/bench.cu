@@ -3,9 +3,10 @@
         grid-stride, 4 GiB, several grid shapes; the best) and a cuBLAS bf16 GEMM
         (8192^3, fp32 accumulation);
      2. GQA cases G1, G2 (q_len 1/2/4/8), MLA cases M1, M2 (each also under the per-sequence
-        split: G1P ... M2P; G1F and G2F: G1 and G2 with an FP8 e4m3 cache, bytes counted as read), the skewed batches S1-S4 against even twins, and merge cases R1, R2: each is
-        validated against the CPU reference (tests/ref.h) first, and only a passing kernel is
-        timed (median of CUDA-event-timed runs);
+        split: G1P ... M2P; G1F, G2F, M1F and M2F: G1, G2, M1 and M2 with an FP8 e4m3 cache,
+        bytes counted as read), the skewed batches S1-S4 against even twins, and merge cases
+        R1, R2: each is validated against the CPU reference (tests/ref.h) first, and only a
+        passing kernel is timed (median of CUDA-event-timed runs);
      3. the host cost of dcpattn_attn_run and of one CUDA-graph replay;
      4. the peers (examples/bench_peers.py: FlexAttention, SDPA, eager merge, and FlashInfer and
         FlashMLA on the same paged layout where they import or are built) when PyTorch imports,
@@ -14,7 +15,7 @@
    Exit status: 0 all validations passed, 1 a validation failed, 2 a fatal error.
 
    usage: bench [--json FILE] [--only CASE,...] [--iters N] [--seed N]
-          cases: G1 G1P G1F G2 G2P G2F M1 M1P M2 M2P R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
+          cases: G1 G1P G1F G2 G2P G2F M1 M1P M1F M2 M2P M2F R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
                  SP1 SP2 SP3 (sparse MLA)
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
@@ -400,7 +401,7 @@ struct attn_case {
     int splits; /* the plan's num_splits (0: the default, the balanced schedule) */
     std::vector<int> glens; /* non-empty: the global length of each sequence (S: at least the longest local) */
     const char *twin;       /* a skewed case: the even case of the same total keys */
-    int fp8;                /* GQA: an e4m3 cache (FP8_K_SCALE, FP8_V_SCALE) */
+    int fp8;                /* an e4m3 cache (FP8_K_SCALE, FP8_V_SCALE; MLA: V's bytes are K's) */
 };
 
 /* local keys of sequence b */
@@ -707,8 +708,9 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             if (c->fp8) { /* ref.h: one e4m3 byte per uint16_t */
                 std::vector<uint8_t> kb((size_t)k_page), vb((size_t)v_page);
                 CUDA_OK(cudaMemcpy(kb.data(), (char *)d_k + (size_t)(pg * k_page), (size_t)k_page, cudaMemcpyDeviceToHost));
-                CUDA_OK(cudaMemcpy(vb.data(), (char *)d_v + (size_t)(pg * v_page), (size_t)v_page, cudaMemcpyDeviceToHost));
                 std::copy(kb.begin(), kb.end(), vk[v].begin() + p * k_page);
+                if (c->mla) continue; /* V is read from the K rows */
+                CUDA_OK(cudaMemcpy(vb.data(), (char *)d_v + (size_t)(pg * v_page), (size_t)v_page, cudaMemcpyDeviceToHost));
                 std::copy(vb.begin(), vb.end(), vv[v].begin() + p * v_page);
                 continue;
             }
@@ -1743,6 +1745,9 @@ int main(int argc, char **argv) {
     const attn_case M1P = {"M1P", 11, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, PS, {}, NULL};
     const attn_case M2 = {"M2", 12, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0, {}, NULL};
     const attn_case M2P = {"M2P", 13, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, PS, {}, NULL};
+    /* M1 and M2 with an FP8 e4m3 cache (bytes: the 576 e4m3 bytes of a row) */
+    const attn_case M1F = {"M1F", 14, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0, {}, NULL, 1};
+    const attn_case M2F = {"M2F", 15, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0, {}, NULL, 1};
     /* skewed batches, each against the even batch of the same total keys (suffix E), default plan:
        S1 GQA (G1's heads) 1 x 65536 + 31 x 2048 local keys; S2 GQA 64 lengths from a fixed-seed
        lognormal (median 2048, max 131072, the longest first); S3 MLA 1 x 65536 + 31 x 2048 with
@@ -1781,7 +1786,8 @@ int main(int argc, char **argv) {
     const merge_case R1 = {"R1", 5, 8, 256, 128, 512};
     const merge_case R2 = {"R2", 6, 4, 4096, 64, 128};
     g_pairs = {{"G1", "G1P"}, {"G2", "G2P"}, {"M1", "M1P"}, {"M2", "M2P"}, {"S1", "S1E"}, {"S2", "S2E"},
-               {"S3", "S3E"}, {"S3P", "S3E"}, {"S3M", "S3ME"}, {"S4", "S4E"}, {"G1F", "G1"}, {"G2F", "G2"}};
+               {"S3", "S3E"}, {"S3P", "S3E"}, {"S3M", "S3ME"}, {"S4", "S4E"}, {"G1F", "G1"}, {"G2F", "G2"},
+               {"M1F", "M1"}, {"M2F", "M2"}};
 
     for (const attn_case *c : {&G1, &G1P, &G2, &G2P, &G1F, &G2F})
         if (wanted(only, c->id)) attn_case_run(ctx, c, st);
@@ -1791,7 +1797,7 @@ int main(int argc, char **argv) {
     for (const attn_case *c : {&S1, &S1E, &S2, &S2E, &S4, &S4E})
         if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     /* MLA last: a kernel under construction that faults would take the CUDA context with it */
-    for (const attn_case *c : {&M1, &M1P, &M2, &M2P, &S3, &S3P, &S3E, &S3M, &S3ME})
+    for (const attn_case *c : {&M1, &M1P, &M2, &M2P, &M1F, &M2F, &S3, &S3P, &S3E, &S3M, &S3ME})
         if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     /* sparse MLA (top-k 2048 of 4096 keys per token, FP8 656-byte cache): SP1 compute-bound
        (Hq 128), SP2 memory-bound (Hq 16), SP3 = SP1 on rank 0 of W = 4, I = 64 */

@@ -6,8 +6,9 @@ next to each other in OUTDIR, named after the JSON file (bench.json -> bench-G1.
              per kernel: dcpattn (and its per-sequence-split twin G1P, G2P where measured) and every
              peer with a time; a hollow marker: the peer ran a plain causal mask, not the DCP mask;
   -G1F, -G2F the same with an e4m3 cache (GB/s of the FP8 bytes);
-  -M1        TFLOP/s per kernel, with the run's bf16 GEMM ceiling and FlashMLA's published 660;
-  -M2        GB/s per kernel, with the run's read ceiling;
+  -M1        TFLOP/s per kernel, with the run's bf16 GEMM ceiling and FlashMLA's published 660,
+             and M1F (an e4m3 cache) beside it;
+  -M2        GB/s per kernel, with the run's read ceiling, and M2F beside it (GB/s of the FP8 bytes);
   -skewed    GB/s per kernel for the skewed batches of the run (S1..S4 and their even twins),
              grouped by case.
 A peer's GB/s and TFLOP/s use dcpattn's bytes and FLOPs of the same row, so the bars stand in
@@ -171,14 +172,14 @@ def main(argv):
         if data:
             kind = "GQA, e4m3 cache: GB/s of the FP8 bytes" if cid.endswith("F") else "GQA: GB/s"
             plot_lines(plt, out(cid), "%s (%s) against q_len; %s" % (cid, kind, dev), data, read)
-    g = bar_groups(rows, peers, ["M1"], "tflops")
+    g = bar_groups(rows, peers, ["M1", "M1F"], "tflops")
     if g:
-        plot_bars(plt, out("M1"), "M1 (MLA, q_len 2): TFLOP/s; %s" % dev, g, "TFLOP/s",
+        plot_bars(plt, out("M1"), "M1 (MLA, q_len 2; M1F: e4m3 cache): TFLOP/s; %s" % dev, g, "TFLOP/s",
                   ([(gemm, "bf16 GEMM ceiling %.0f" % gemm)] if gemm else []) +
                   [(660.0, "FlashMLA's published dense decode, H800: 660")])
-    g = bar_groups(rows, peers, ["M2"], "gbps")
+    g = bar_groups(rows, peers, ["M2", "M2F"], "gbps")
     if g:
-        plot_bars(plt, out("M2"), "M2 (MLA, q_len 1): GB/s; %s" % dev, g, "GB/s",
+        plot_bars(plt, out("M2"), "M2 (MLA, q_len 1; M2F: e4m3 cache, GB/s of its bytes): GB/s; %s" % dev, g, "GB/s",
                   [(read, "read ceiling %.0f" % read)] if read else [])
     others = []
     for r in rows:
