@@ -478,8 +478,26 @@ static void test_args(void) {
 }
 
 /* ------------------------------------------------------------------ FP8 KV cache */
+static const uintptr_t KS = 0x640000000u, VS = 0x650000000u;
+
+/* Run arguments of an e4m3 cache (GQA or MLA): both scales needed, each 4-byte aligned. */
+static void check_scales(const dcpattn_attn_desc *d, dcpattn_attn_args a) {
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = (const float *)FAKE(VS);
+    ACCEPT(dcpattn_attn_args_validate(d, &a));
+    a.k_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale", NULL);
+    a.k_scale = (const float *)FAKE(KS);
+    a.v_scale = NULL;
+    REJECT(dcpattn_attn_args_validate(d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS + 2);
+    REJECT(dcpattn_attn_args_validate(d, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", NULL);
+    a.v_scale = (const float *)FAKE(VS);
+    a.k_scale = (const float *)FAKE(KS + 1);
+    REJECT(dcpattn_attn_args_validate(d, &a), DCPATTN_STATUS_MISALIGNED, "k_scale", NULL);
+}
+
 static void test_fp8(void) {
-    static const uintptr_t KS = 0x640000000u, VS = 0x650000000u;
     dcpattn_attn_desc d = valid_desc(), m;
     dcpattn_attn_args a;
     d.kv_dtype = DCPATTN_FP8_E4M3;
@@ -516,20 +534,9 @@ static void test_fp8(void) {
     a = valid_args();
     a.v_cache = a.k_cache;
     a.num_pages = 64;
+    check_scales(&m, a);
     a.k_scale = (const float *)FAKE(KS);
     a.v_scale = (const float *)FAKE(VS);
-    ACCEPT(dcpattn_attn_args_validate(&m, &a));
-    a.k_scale = NULL;
-    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale", NULL);
-    a.k_scale = (const float *)FAKE(KS);
-    a.v_scale = NULL;
-    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale", NULL);
-    a.v_scale = (const float *)FAKE(VS + 1);
-    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", NULL);
-    a.v_scale = (const float *)FAKE(VS);
-    a.k_scale = (const float *)FAKE(KS + 2);
-    REJECT(dcpattn_attn_args_validate(&m, &a), DCPATTN_STATUS_MISALIGNED, "k_scale", NULL);
-    a.k_scale = (const float *)FAKE(KS);
     a.k_stride_h = a.v_stride_h = 576; /* V's strides are K's, spelled out */
     a.k_stride_t = a.v_stride_t = 592; /* padded rows: 37 16-byte pieces */
     ACCEPT(dcpattn_attn_args_validate(&m, &a));
@@ -550,20 +557,9 @@ static void test_fp8(void) {
     d = valid_desc();
     d.kv_dtype = DCPATTN_FP8_E4M3;
     a = valid_args();
+    check_scales(&d, a);
     a.k_scale = (const float *)FAKE(KS);
     a.v_scale = (const float *)FAKE(VS);
-    ACCEPT(dcpattn_attn_args_validate(&d, &a));
-    a.k_scale = NULL;
-    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale", NULL);
-    a.k_scale = (const float *)FAKE(KS);
-    a.v_scale = NULL;
-    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale", NULL);
-    a.v_scale = (const float *)FAKE(VS + 2);
-    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", NULL);
-    a.v_scale = (const float *)FAKE(VS);
-    a.k_scale = (const float *)FAKE(KS + 1);
-    REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "k_scale", NULL);
-    a.k_scale = (const float *)FAKE(KS);
     a.k_stride_h = 136; /* 8 elements: 8 bytes of e4m3, not a 16-byte piece */
     REJECT(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "k_stride_h", "136");
     a.k_stride_h = 144;
