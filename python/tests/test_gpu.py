@@ -158,7 +158,8 @@ class Case:
         if self.fp8:  # as float8_e4m3fn unless the call says the bytes are e4m3
             args.update(k_scale=self.ks, v_scale=self.vs)
             if "kv_cache_dtype" not in kw:
-                k, v = k.view(torch.float8_e4m3fn), v.view(torch.float8_e4m3fn)
+                k = k.view(torch.float8_e4m3fn)
+                v = None if v is None else v.view(torch.float8_e4m3fn)  # (MLA: V is K's bytes)
         args.update(kw)
         v = args.pop("v_cache", v)
         # host values only: this also runs inside a CUDA graph capture
