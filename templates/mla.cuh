@@ -60,12 +60,13 @@
 // FP8 (e4m3) cache: the MMAs run in fp16 (MT), every e4m3 value being an fp16 one; a bf16 Q
 // tile is rescaled into fp16 by a power of two that joins the softmax scale with k_scale, and
 // v_scale multiplies O at the end. A tile lands by TMA as nine raw 4 KB blocks (64 tokens x 64
-// bytes, unswizzled) in the upper half of its stage, and the warpgroup that computes its S
-// first converts it in place into the stage's nine SW128 fp16 blocks (convert_tile; rows past
-// the last visible key become zeros, which replaces zero_tail). Shared memory stays as it is.
-// Warpgroup 1 loads the whole raw tile into a stage once it is done with that stage's upper
-// half (its refills of blocks 4-8 above); warpgroup 1 converts its tile t1 into blocks 0-3 only
-// after warpgroup 0's P(t1 - 2) V(t1 - 2) has read them (named barrier 5).
+// bytes, unswizzled) where the stage's 16-bit blocks 0-3 and 8 go, and the warpgroup that
+// computes its S first converts it in place into the stage's nine SW128 fp16 blocks
+// (convert_tile; rows past the last visible key become zeros, which replaces zero_tail).
+// Shared memory stays as it is. Warpgroup 0 loads the whole raw tile into a stage as soon as it
+// is done with blocks 0-3 (its refills above; block 8 is read only by S, long done), so the
+// bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
+// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -80,7 +81,7 @@
 // SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
 // 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 / 3 "P and
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
-// 5 (FP8) "warpgroup 0 is done with stage 1's blocks 0-3", 6 + w inside warpgroup w.
+// 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
@@ -107,10 +108,13 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
     static constexpr int BLOCK_BYTES = 64 * 128;             // one 64-channel column block
     static constexpr int TILE_BYTES = BLOCKS * BLOCK_BYTES;  // 73728
-    // FP8: a tile lands as nine 4 KB blocks of 64 tokens x 64 bytes in the upper half of its
-    // stage, and is converted in place into the stage's nine 16-bit blocks (see convert_tile)
+    // FP8: a tile lands as nine raw 4 KB blocks of 64 tokens x 64 bytes in its stage, blocks
+    // 0-7 where the 16-bit blocks 0-3 go, block 8 where the 16-bit block 8 goes, and is
+    // converted in place into the stage's nine 16-bit blocks (see convert_tile)
     static constexpr int RAW_BLOCK = 64 * 64;
-    static constexpr int RAW_OFF = TILE_BYTES - BLOCKS * RAW_BLOCK;
+    static constexpr __device__ __forceinline__ int raw_at(int blk) {
+        return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
+    }
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = TILE_BYTES;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
@@ -125,7 +129,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
-    static_assert(RAW_OFF == 4 * BLOCK_BYTES + RAW_BLOCK, "convert_tile's order: raw block 0 lies in 16-bit block 4");
+    static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
 };
 
 namespace mla_detail {
@@ -273,22 +277,24 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 }
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
-// tokens x 64 bytes, block b at RAW_OFF + b * RAW_BLOCK, each on its mbarrier at bars + 8 b with
-// parity par), into the stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place,
-// by the 128 threads of one warpgroup (tw: the thread's index in it); token rows from `valid`
-// on (past the last visible key, where unused slots may hold NaN) become zeros. A thread takes
-// 16-byte pieces i = tw, tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and
-// writes chunks 2 (i % 4) and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and
-// writes rows whose swizzle spreads each quarter-warp's chunks over all banks. The order keeps
-// every raw byte read before a 16-bit block covers it: 16-bit blocks 0-3 lie below the raw ones,
-// block 4 covers raw block 0, 5 raw 1-2, 6 raw 3-4, 7 raw 5-6, 8 raw 7-8; so the warpgroup meets
-// once every thread has read raw blocks 0-6 and once it has read 7-8. Ends with the tile ready
-// for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets later).
+// tokens x 64 bytes at raw_at(b), each on its mbarrier at bars + 8 b with parity par), into the
+// stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of
+// one warpgroup (tw: the thread's index in it); token rows from `valid` on (past the last visible
+// key, where unused slots may hold NaN) become zeros. A thread takes 16-byte pieces i = tw,
+// tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and writes chunks 2 (i % 4)
+// and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and writes rows whose swizzle
+// spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie where 16-bit blocks 0-3
+// go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes; the order keeps every
+// raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw byte); raw 8, 0, 1
+// into registers; the warpgroup meets; 8; raw 2, 3 -> 2, 3; 0; the warpgroup meets; 1. The
+// caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
+// ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
+// later).
 template <class Tr>
 __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned par, int valid, int wg, int tw) {
     auto fetch = [&](int blk, int k, unsigned (&w)[4]) {
         if (k == 0) mbar_wait(add_at(bars, 8 * blk), par);
-        ld_shared_u4(st + Tr::RAW_OFF + blk * Tr::RAW_BLOCK + (tw + 128 * k) * 16, w);
+        ld_shared_u4(st + Tr::raw_at(blk) + (tw + 128 * k) * 16, w);
     };
     auto put = [&](int blk, int k, const unsigned (&w)[4]) {
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
@@ -303,34 +309,32 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
         st_shared_u4(row + (((2 * h) ^ (r & 7)) << 4), a);
         st_shared_u4(row + (((2 * h + 1) ^ (r & 7)) << 4), b);
     };
-    unsigned w[2][4], x[3][2][4];
-#pragma unroll
-    for (int blk = 0; blk < 4; ++blk) {
+    auto move = [&](int blk) {  // raw blk -> 16-bit blk through registers
+        unsigned w[2][4];
         fetch(blk, 0, w[0]);
         fetch(blk, 1, w[1]);
         put(blk, 0, w[0]);
         put(blk, 1, w[1]);
-    }
+    };
 #pragma unroll
-    for (int j = 0; j < 3; ++j) {
-        fetch(4 + j, 0, x[j][0]);
-        fetch(4 + j, 1, x[j][1]);
-    }
-    wg_sync(wg);  // raw blocks 0-6 read
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-        put(4 + j, 0, x[j][0]);
-        put(4 + j, 1, x[j][1]);
-    }
-    fetch(7, 0, w[0]);
-    fetch(7, 1, w[1]);
-    put(7, 0, w[0]);
-    put(7, 1, w[1]);
-    fetch(8, 0, w[0]);
-    fetch(8, 1, w[1]);
-    wg_sync(wg);  // raw blocks 7-8 read
-    put(8, 0, w[0]);
-    put(8, 1, w[1]);
+    for (int blk = 4; blk < 8; ++blk) move(blk);
+    unsigned x8[2][4], x0[2][4], x1[2][4];
+    fetch(8, 0, x8[0]);
+    fetch(8, 1, x8[1]);
+    fetch(0, 0, x0[0]);
+    fetch(0, 1, x0[1]);
+    fetch(1, 0, x1[0]);
+    fetch(1, 1, x1[1]);
+    wg_sync(wg);  // raw blocks 0, 1 and 4-8 read
+    put(8, 0, x8[0]);
+    put(8, 1, x8[1]);
+    move(2);
+    move(3);
+    put(0, 0, x0[0]);
+    put(0, 1, x0[1]);
+    wg_sync(wg);  // raw blocks 2, 3 read
+    put(1, 0, x1[0]);
+    put(1, 1, x1[1]);
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
 }
@@ -607,14 +611,14 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // (rolled loops: one thread of a warp runs them, and unrolled they would fill the instruction cache)
             // blocks first, first + step, ... below end
-            // (FP8: raw blocks of 64 bytes per token into the upper half of the stage, see convert_tile)
-            constexpr int ROW = Tr::FP8 ? 64 : 128, DST = Tr::FP8 ? Tr::RAW_BLOCK : BLOCK_BYTES;
+            // (FP8: raw blocks of 64 bytes per token, placed by raw_at, see convert_tile)
+            constexpr int ROW = Tr::FP8 ? 64 : 128, DST = Tr::FP8 ? Tr::RAW_BLOCK : BLOCK_BYTES;  // bytes
             auto load = [&](int t, const TileSrc &src, int first, int end, int step) {
                 const int s = t & 1;
 #pragma unroll 1
                 for (int blk = first; blk < end; blk += step) {
                     const unsigned bar = full(s, blk);
-                    const unsigned dst = sK + s * TILE_BYTES + (Tr::FP8 ? Tr::RAW_OFF : 0) + blk * DST;
+                    const unsigned dst = sK + s * TILE_BYTES + (Tr::FP8 ? Tr::raw_at(blk) : blk * BLOCK_BYTES);
                     mbar_expect_tx(bar, DST);
 #pragma unroll 1
                     for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
@@ -818,9 +822,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 convert_tile<Tr>(sK + (t & 1) * TILE_BYTES, full(t & 1, 0), parity(t),
                                  cta_hi - (kv_begin + t * KV_TILE), wg, tw);
             };
-            // Warpgroup 1 refills blocks [R0, R0 + RN) of a stage (FP8: the whole raw tile, which lands
-            // in the half it frees; warpgroup 0 refills nothing)
-            constexpr int R0 = Tr::FP8 ? 0 : 4, RN = Tr::FP8 ? BLOCKS : 5;
+            // Refills: warpgroup 0 brings blocks 0-3 of a stage (FP8: the whole raw tile, whose
+            // blocks land where 16-bit blocks 0-3 and 8 go), warpgroup 1 blocks 4-8 (FP8: none)
+            constexpr int N0 = Tr::FP8 ? BLOCKS : 4;
 
             // S of tile 0 (tiles 0 and 1 are on their way)
             if (wg == 0 && n_tiles > 0) {
@@ -852,21 +856,25 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     zero_tail(n_tiles - 1);  // the last pair (FP8: convert_tile zeroes those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
-                    if (t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    // (FP8: waited for before converting t0 into stage 0, see below)
                     if (tw == 0) flag[0] = moved0 ? 1u : 0u;
                     store_p();
                     nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
                     wgmma_wait<0>();
                     fence_regs(o);
-                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 0, 4);  // blocks 0-3 of stage 0 are read
+                    if (elected && next0) refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
                         if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
                     if constexpr (Tr::FP8)
-                        if (next0) convert(t0 + 2);
+                        if (next0) {
+                            nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0), its reference and V(t0)
+                            convert(t0 + 2);
+                        }
                     if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                         fence_regs(sacc);
                         wgmma_fence();
@@ -875,10 +883,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if constexpr (Tr::FP8)
-                            nbar_arrive<5, 256>();  // warpgroup 1 may convert t0 + 3 into them
-                        else if (elected)
-                            refill(t0 + 3, pg1, 0, 4);
+                        if (elected) refill(t0 + 3, pg1, 0, N0);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);
@@ -899,10 +904,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
-                        if constexpr (Tr::FP8) {
-                            if (t1 >= 3) nbar_sync<5, 256>();  // warpgroup 0 is done with P(t1 - 2) V(t1 - 2)
-                            convert(t1);
-                        }
+                        if constexpr (Tr::FP8) convert(t1);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
                         qk_blocks(t1, 0, true);
@@ -922,11 +924,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (elected && next0) refill(t0 + 2, pg0, R0, RN);  // blocks 4-8 of stage 0 are read
+                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (elected && next1) refill(t0 + 3, pg1, R0, RN);  // blocks 4-8 of stage 1 are read
+                        if (!Tr::FP8 && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
                     }
                 }
                 fence_regs(sacc);
