@@ -509,8 +509,11 @@ static void test_identity(void) {
     CHECK(empty_rank_rows > 0, "the sweep met rank rows that see no key");
 }
 
-/* MLA shape: one KV head, V = the first dv channels of each K row (v_alias_k) */
-static void test_mla_shard(void) {
+/* MLA shape: one KV head, V = the first dv channels of each K row (v_alias_k). fp8: the rows
+   are e4m3 codes (NaN in every unused slot), a key channel the code times k_scale, a value
+   channel the same code times v_scale; the dense reference takes bf16 twins of both (exact:
+   power-of-two scales). */
+static void test_mla_shard(int fp8) {
     enum { HQ = 8, DQK = 40, DV = 32, QL = 3 };
     static const int Ls[] = {1, 5, 64, 131};
     int li, W = 4, I = 8, r, i, d;
@@ -519,6 +522,7 @@ static void test_mla_shard(void) {
         int64_t L = Ls[li] < QL ? QL : Ls[li];
         uint16_t *k = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(L * DQK));
         uint16_t *v = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(L * DV));
+        uint16_t *kd = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(L * DQK)); /* dense K: k or its twin */
         uint16_t q[QL * HQ * DQK];
         double dense_o[QL * HQ * DV], dense_l[QL * HQ], ro[8][QL * HQ * DV], rl[8][QL * HQ], mo[QL * HQ * DV],
             ml[QL * HQ];
@@ -528,10 +532,18 @@ static void test_mla_shard(void) {
         ref_attn_params p;
         ref_merge_args m;
         ref_err e;
-        ref_fill_uniform(k, L * DQK, REF_BF16, 1.5, &rng);
+        const float ks = 0.25f, vs = 2.0f;
+        if (fp8)
+            for (i = 0; i < L * DQK; i++) k[i] = ref_double_to_e4m3(ldexp(ref_rand_uniform(&rng), (int)(i % 12) - 8));
+        else
+            ref_fill_uniform(k, L * DQK, REF_BF16, 1.5, &rng);
         ref_fill_uniform(q, QL * HQ * DQK, REF_BF16, 1.5, &rng);
+        for (i = 0; i < L * DQK; i++)
+            kd[i] = fp8 ? ref_float_to_bf16((float)(ref_e4m3_to_double((uint8_t)k[i]) * ks)) : k[i];
         for (i = 0; i < L; i++)
-            for (d = 0; d < DV; d++) v[i * DV + d] = k[i * DQK + d];
+            for (d = 0; d < DV; d++)
+                v[i * DV + d] = fp8 ? ref_float_to_bf16((float)(ref_e4m3_to_double((uint8_t)k[i * DQK + d]) * vs))
+                                    : k[i * DQK + d];
         memset(&p, 0, sizeof p);
         p.hq = HQ;
         p.hkv = 1;
@@ -541,7 +553,7 @@ static void test_mla_shard(void) {
         p.causal = 1;
         p.world = W;
         p.interleave = I;
-        CHECK(ref_attn_dense(&p, QL, L, q, k, v, dense_o, dense_l) == 0, "mla dense");
+        CHECK(ref_attn_dense(&p, QL, L, q, kd, v, dense_o, dense_l) == 0, "mla dense");
         kg[0] = k;
         vg[0] = NULL;
         for (r = 0; r < W; r++) {
@@ -556,7 +568,7 @@ static void test_mla_shard(void) {
             sp.world = W;
             sp.rank = r;
             sp.interleave = I;
-            sp.fill = REF_BF16_NAN;
+            sp.fill = fp8 ? REF_E4M3_NAN : REF_BF16_NAN;
             sp.extra_pages = 1;
             sp.seed = (uint64_t)(li * 10 + r);
             sp.v_alias_k = 1;
@@ -567,6 +579,7 @@ static void test_mla_shard(void) {
             in.cu_seqlens_q = cu;
             ref_shard_inputs(&sh, &in);
             p.rank = r;
+            if (fp8) p.kv_dtype = REF_E4M3, p.k_scale = &ks, p.v_scale = &vs;
             CHECK(ref_attn(&p, &in, ro[r], rl[r]) == 0, "mla rank %d: %s", r, ref_error());
             op[r] = ro[r];
             lp[r] = rl[r];
@@ -581,11 +594,12 @@ static void test_mla_shard(void) {
         m.lse = lp;
         ref_merge(&m, mo, ml);
         e = ref_compare(dense_o, mo, REF_F64, QL * HQ * DV);
-        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla L=%lld out: %s", (long long)L, ref_err_str(&e));
+        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla fp8 %d L=%lld out: %s", fp8, (long long)L, ref_err_str(&e));
         e = ref_compare(dense_l, ml, REF_F64, QL * HQ);
-        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla L=%lld lse: %s", (long long)L, ref_err_str(&e));
+        CHECK(ref_err_ok(&e, 1e-12, 1e-12), "mla fp8 %d L=%lld lse: %s", fp8, (long long)L, ref_err_str(&e));
         free(k);
         free(v);
+        free(kd);
     }
 }
 
@@ -854,7 +868,8 @@ int main(void) {
     test_attn_small();
     test_ref_input_checks();
     test_identity();
-    test_mla_shard();
+    test_mla_shard(0);
+    test_mla_shard(1);
     test_merge();
     return check_summary();
 }
