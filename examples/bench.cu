@@ -706,10 +706,11 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         for (int p = 0; p < ppseq; p++) {
             int32_t pg = bt[(size_t)(vseq[v] * bt_stride + p)];
             if (c->fp8) { /* ref.h: one e4m3 byte per uint16_t */
-                std::vector<uint8_t> kb((size_t)k_page), vb((size_t)v_page);
+                std::vector<uint8_t> kb((size_t)k_page);
                 CUDA_OK(cudaMemcpy(kb.data(), (char *)d_k + (size_t)(pg * k_page), (size_t)k_page, cudaMemcpyDeviceToHost));
                 std::copy(kb.begin(), kb.end(), vk[v].begin() + p * k_page);
                 if (c->mla) continue; /* V is read from the K rows */
+                std::vector<uint8_t> vb((size_t)v_page);
                 CUDA_OK(cudaMemcpy(vb.data(), (char *)d_v + (size_t)(pg * v_page), (size_t)v_page, cudaMemcpyDeviceToHost));
                 std::copy(vb.begin(), vb.end(), vv[v].begin() + p * v_page);
                 continue;

@@ -38,7 +38,8 @@ typedef struct mla_case {
     int batch;
     int q_len[MAXB];   /* per sequence */
     int64_t L[MAXB];   /* global lengths */
-    int pad_t;         /* extra elements per token row (0: contiguous rows of 576) */
+    int pad_t;         /* extra elements per token row (0: contiguous rows of 576; FP8: bytes, a
+                          multiple of 16) */
     int ramp;          /* 1: K row j scaled by 1 + j / 32, so later tiles keep topping the row
                           maxima (every warpgroup raises them and hands the raise over) */
     int workers;       /* > 0: the balanced schedule with this many workers per row tile */
