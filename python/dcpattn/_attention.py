@@ -419,8 +419,8 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
     softmax_lse  float32 [num_heads, total_q] to write the LSE into when
                  return_softmax_lse (allocated when None)
     kv_cache_dtype  "auto": the cache has q's type, or is float8_e4m3fn; "fp8" / "fp8_e4m3":
-                 an e4m3 cache given as float8_e4m3fn or as uint8 bytes (GQA only: MLA has
-                 no FP8 cache). K = e4m3 value * k_scale, V = e4m3 value * v_scale
+                 an e4m3 cache given as float8_e4m3fn or as uint8 bytes (MLA: V is the same
+                 bytes as K's first 512). K = e4m3 value * k_scale, V = e4m3 value * v_scale
     k_scale, v_scale  an FP8 cache's scales: device float32 arrays of shape [] or [1] (one
                  scale) or [num_kv_heads] (one per KV head, both or neither), read by the
                  kernel when it runs (a captured graph replays with their values then);
