@@ -92,9 +92,10 @@
    - FP8 KV cache (GQA and MLA): kv_dtype = DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn
      bytes (K/V strides then multiples of 16 elements); key = e4m3 value * k_scale[h], value
      = e4m3 value * v_scale[h] (h = 0, or the KV head with kv_scale_per_head). MLA: rows of
-     576 e4m3 bytes, V = the first 512 of the same bytes times v_scale. The scales are device float32 (> 0), read by the
-     kernel at run time, so they may change between replays of a captured graph. q, out and
-     lse keep their types. Unused cache slots may hold e4m3 NaN: they are never read.
+     576 e4m3 bytes, V = the first 512 of the same bytes times v_scale. The scales are device
+     float32 (> 0), read by the kernel at run time, so they may change between replays of a
+     captured graph. q, out and lse keep their types. Unused cache slots may hold e4m3 NaN:
+     they are never read.
 
    CONFIGURATION MACROS (define before including the implementation)
      DCPATTN_NO_JIT     never compile at run time: only cached or AOT kernels are used.
@@ -3197,7 +3198,7 @@ static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpatt
     const unsigned box[3] = {64u, (unsigned)(d->page_size < 64 ? d->page_size : 64), 1u}, one[3] = {1u, 1u, 1u};
     if (!dcpattn__cu.TensorMapEncodeTiled)
         return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "attn: MLA needs cuTensorMapEncodeTiled (a CUDA 12 driver)");
-    if (a->num_pages > 0xffffffffLL || a->k_stride_page >= (1LL << 39))
+    if (a->num_pages > 0xffffffffLL || a->k_stride_page >= (1LL << 40) / (long long)esize)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "attn: MLA: num_pages = %lld, k_stride_page = %lld (TMA maps take < 2^32 pages, strides < 2^40 bytes)",
                              (long long)a->num_pages, (long long)a->k_stride_page);

@@ -91,17 +91,8 @@ local LAYOUT = {
     { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "head_dim", "d" }, { "group", "g" }, { "m_tile", "m" },
 }
 util.family(M, LAYOUT, function(spec)
-    local dtype, err = util.dtype(spec.dtype, DTYPES, "")
-    if not dtype then return nil, err end
-    local kv_dtype = dtype
-    if spec.kv_dtype ~= nil then
-        kv_dtype, err = util.dtype(spec.kv_dtype, KV_DTYPES, "KV ")
-        if not kv_dtype then return nil, err end
-        if kv_dtype ~= dtype and kv_dtype ~= "e4m3" then
-            return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or e4m3)",
-                kv_dtype, dtype)
-        end
-    end
+    local dtype, kv_dtype = util.attn_dtypes(spec, DTYPES, KV_DTYPES)
+    if not dtype then return nil, kv_dtype end
     local d = util.int(spec.head_dim)
     if not d or not HEAD_DIMS[d] then
         return nil, format("head dim %s not supported (expected %s)", show(spec.head_dim), concat(M.head_dims, ", "))

@@ -47,17 +47,8 @@ end
 local show = util.show
 
 util.family(M, { { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "hq", "h" }, { "m_tile", "m" } }, function(spec)
-    local dtype, err = util.dtype(spec.dtype, DTYPES, "")
-    if not dtype then return nil, err end
-    local kv_dtype = dtype
-    if spec.kv_dtype ~= nil then
-        kv_dtype, err = util.dtype(spec.kv_dtype, KV_DTYPES, "KV ")
-        if not kv_dtype then return nil, err end
-        if kv_dtype ~= dtype and kv_dtype ~= "e4m3" then
-            return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or e4m3)",
-                kv_dtype, dtype)
-        end
-    end
+    local dtype, kv_dtype = util.attn_dtypes(spec, DTYPES, KV_DTYPES)
+    if not dtype then return nil, kv_dtype end
     local hq = util.int(spec.hq)
     if not hq or hq < 1 or hq > MAX_HQ then
         return nil, format("query heads %s not supported (expected 1..%d)", show(spec.hq), MAX_HQ)

@@ -89,6 +89,22 @@ function M.dtype(v, allowed, what)
     return c
 end
 
+-- The query dtype and KV-cache dtype of an attention spec (spec.dtype, spec.kv_dtype): the
+-- cache has the query's 16-bit dtype (kv_dtype absent or equal) or is e4m3; or nil, message.
+function M.attn_dtypes(spec, dtypes, kv_dtypes)
+    local dtype, err = M.dtype(spec.dtype, dtypes, "")
+    if not dtype then return nil, err end
+    if spec.kv_dtype == nil then return dtype, dtype end
+    local kv_dtype
+    kv_dtype, err = M.dtype(spec.kv_dtype, kv_dtypes, "KV ")
+    if not kv_dtype then return nil, err end
+    if kv_dtype ~= dtype and kv_dtype ~= "e4m3" then
+        return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or e4m3)",
+            kv_dtype, dtype)
+    end
+    return dtype, kv_dtype
+end
+
 -- Installs the name machinery of family module F from its name layout: an array of
 -- { field } (a dtype, e.g. bf16), { field, letter } (an integer after a letter, e.g. d128)
 -- and { field, prefix, optional = field2 } (a dtype after a prefix, e.g. kve4m3, left out of
