@@ -1014,8 +1014,11 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     a.out = d_out;
     a.lse = d_lse;
     a.topk_ids = d_ids;
+    const size_t ws = dcpattn_attn_workspace_size(plan);  // (sm_90a FP8: the CTAs' kept rows)
+    void *d_ws = nullptr;
+    if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
     auto fn = [&]() {
-        dcpattn_status s2 = dcpattn_attn_run(plan, &a, NULL, 0, st);
+        dcpattn_status s2 = dcpattn_attn_run(plan, &a, d_ws, ws, st);
         if (s2) die("%s: attn_run: %s: %s", c->id, dcpattn_status_string(s2), dcpattn_last_error());
     };
     fn();
@@ -1098,7 +1101,8 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     fflush(stdout);
     g_rows.push_back(r);
     dcpattn_attn_plan_destroy(plan);
-    for (void *pp : {d_k, d_q, (void *)d_bt, (void *)d_cu, (void *)d_used, (void *)d_glob, (void *)d_ids, d_out, (void *)d_lse})
+    for (void *pp : {d_k, d_q, (void *)d_bt, (void *)d_cu, (void *)d_used, (void *)d_glob, (void *)d_ids, d_out,
+                     (void *)d_lse, d_ws})
         CUDA_OK(cudaFree(pp));
 }
 

@@ -405,8 +405,10 @@ typedef struct dcpattn_attn_args {
    logit with no value, once per DCP group: on rank 0 only (lse = log(exp(lse) + exp(sink)),
    out scaled to match), so the merge or combine of the W ranks' partials gives unsharded
    attention with the sink; a rank-0 row keeping no id gives out = 0, lse = sink. Sparse
-   plans take num_splits 0 or 1 (one CTA per query token and 64 heads, no workspace).
-   Requires an sm_80 or newer GPU (mma.sync). */
+   plans take num_splits 0 or 1 (one CTA per query token and 64 heads). The FP8 cache on
+   sm_90a runs on the MLA kernel's wgmma pipeline (variant ..._sm90), whose plans need a
+   workspace of max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes (each CTA's kept
+   rows); elsewhere mma.sync, on sm_80 and newer, with no workspace. */
 #define DCPATTN_SPARSE_MAX_TOPK 2048
 
 typedef struct dcpattn_attn_plan dcpattn_attn_plan;
@@ -424,7 +426,7 @@ DCPATTN_API dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const 
 DCPATTN_API void dcpattn_attn_plan_destroy(dcpattn_attn_plan *plan);
 /* Device workspace a run needs (256-byte aligned); 0 without splits, and 0 where the split-KV
    partials are merged inside thread-block clusters (sm_90+, GQA, at most 8 splits and at
-   most one CTA per SM). Its contents need no initialization. */
+   most one CTA per SM); sparse MLA: see SPARSE MLA. Its contents need no initialization. */
 DCPATTN_API size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan);
 DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
 /* The balanced schedule's workers: the CTAs over which the work of the whole batch is cut in
@@ -648,6 +650,7 @@ extern "C" {
         const int *topk_ids;                                                          \
         const int *topk_count;                                                        \
         const float *sinks;                                                           \
+        long long *topk_rows; /* sm_90a: per CTA, its kept rows (workspace) */        \
         long long topk_st;                                                            \
         int topk;                                                                     \
     } dcpattn_attn_kparams;
@@ -974,6 +977,7 @@ typedef struct dcpattn__variant {
     dcpattn__CUfunction fn_balanced; /* MLA: NAME_balanced, the balanced schedule's kernel */
     int threads, smem, rows, kv_tile, items;
     int cluster_splits; /* attention: most splits its kernel merges inside a cluster (0: none) */
+    int row_list;       /* sparse: its CTAs keep their kept rows in the workspace (8 bytes an id) */
     int registers, shared_bytes, spill_bytes;
 } dcpattn__variant;
 
@@ -1248,6 +1252,7 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
         out->meta.kv_tile = dcpattn__lua_intfield(L, -1, "kv_tile");
         out->meta.items = dcpattn__lua_intfield(L, -1, "items");
         out->meta.cluster_splits = dcpattn__lua_intfield(L, -1, "cluster_splits");
+        out->meta.row_list = dcpattn__lua_intfield(L, -1, "row_list");
     }
     if (out->meta.items <= 0)
         out->meta.items = 1;
@@ -3073,19 +3078,26 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
 
 /* ---- sparse MLA: plan and run (see SPARSE MLA in the API) ----
    One CTA per (sequence x query slot, block of M_TILE heads): grid batch*max_q_len x
-   ceil(Hq / M_TILE); slots past a sequence's q_len return at once. No split, no workspace. */
+   ceil(Hq / M_TILE); slots past a sequence's q_len return at once. No split; the sm_90a kernel
+   keeps each CTA's kept rows in the workspace (sparse_topk int64 per CTA). */
 static void dcpattn__sparse_plan(dcpattn_attn_plan *p) {
     p->num_splits = 1;
     p->row_tiles = (p->d.num_q_heads + p->attn->rows - 1) / p->attn->rows;
     dcpattn__attn_plan_kparams(p);
     p->kp.topk = p->d.sparse_topk;
+    if (p->attn->row_list)
+        p->workspace_bytes = ((size_t)p->d.max_batch * (size_t)p->d.max_q_len * (size_t)p->row_tiles *
+                                  (size_t)p->d.sparse_topk * 8u +
+                              255u) &
+                             ~(size_t)255u;
 }
 static dcpattn_status dcpattn__sparse_launch(const dcpattn_attn_plan *plan, const dcpattn_attn_args *a,
-                                             dcpattn_attn_kparams *kp, dcpattn_stream stream) {
+                                             dcpattn_attn_kparams *kp, void *workspace, dcpattn_stream stream) {
     kp->topk_ids = a->topk_ids;
     kp->topk_st = a->topk_ids_stride;
     kp->topk_count = a->topk_count;
     kp->sinks = plan->d.dcp_rank == 0 ? a->sinks : NULL; /* once per DCP group */
+    kp->topk_rows = plan->attn->row_list ? (long long *)workspace : NULL;
     return dcpattn__launch(plan->attn, (unsigned)(a->batch * plan->d.max_q_len), (unsigned)plan->row_tiles, 1, 1, kp,
                            stream, "sparse attention launch");
 }
@@ -3258,7 +3270,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.v_scale = a.v_scale;
     }
     if (d->sparse_topk)
-        return dcpattn__sparse_launch(plan, &a, &kp, stream);
+        return dcpattn__sparse_launch(plan, &a, &kp, workspace, stream);
     if (dcpattn__is_mla(d))
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */

@@ -92,6 +92,16 @@ template <class T> __device__ __forceinline__ void e4m3x4_split(unsigned w, unsi
     p02 = e4m3x2_place<T>(prmt(w, 0u, 0x2404u));  // bytes 0, 2 -> bytes 1, 3
     p13 = e4m3x2_place<T>(prmt(w, 0u, 0x3414u));  // bytes 1, 3 -> bytes 1, 3
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// bf16 pairs x times a scale given as s_hi + s_lo (both bf16 pairs: s_hi = bf16(s), s_lo =
+// bf16(s - s_hi)), with one rounding: the result is bf16(x * s) but within 2^-17 of a tie.
+__device__ __forceinline__ unsigned bf16x2_scale(unsigned x, unsigned s_hi, unsigned s_lo) {
+    unsigned t, r;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(t) : "r"(x), "r"(s_lo));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(s_hi), "r"(t));
+    return r;
+}
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 // To fp16 from sm_89 on: the hardware conversion, one instruction per pair (low byte -> low
 // half). The kernels that convert every KV element in registers (GQA's FRAG8 tiles) compute

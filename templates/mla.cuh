@@ -68,6 +68,20 @@
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
 // once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p).
 //
+// Sparse (MlaTraits SPARSE; instance sparse_bf16_kvfp8ds_m64_sm90, templates/sparse_sm90_inst.cu):
+// the same pipeline over one query token's top-k keys in DeepSeek's FP8 cache (656-byte rows:
+// 512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values). One CTA = one query token x 64 heads
+// (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return; SparseCta). First
+// the stage "select" of sparse.cuh: the cache offsets of the token's kept ids into this CTA's part
+// of the workspace (p.topk_rows); every row sees every kept key. A tile is 64 kept rows, gathered
+// by the 128 threads of warpgroup 0 with 16-byte cp.async (two threads a row) where TMA puts a
+// dense FP8 tile: the e4m3 values as raw blocks 0-7, the RoPE chunks straight into 16-bit block
+// 8 (swizzled), the scales to scales_at(stage) (stage 0: a buffer of its own; stage 1: P1, free
+// from warpgroup 0's PV of the stage's last tile until warpgroup 1's next store_p, which follows
+// its conversion); one mbarrier per stage counts the 128 threads' copies. convert_tile makes each
+// value bf16(e4m3 * scale); the MMAs multiply bf16. No k_scale / v_scale; the head's sink (rank
+// 0) joins the row in the epilogue.
+//
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
 // (docs/performance.md). So issue loops stay rolled; and ptxas serializes every wgmma
@@ -91,14 +105,18 @@
 // Page sizes: 16, 32, 64 or a multiple of 64 (the TMA box of a tile never crosses a page).
 #pragma once
 #include "attn.cuh"
+#include "sparse.cuh"
 
 namespace dcpattn {
 
-template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
+template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false, int MAX_TOPK_ = 0> struct MlaTraits {
     using T = T_;
     using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr bool FP8 = sizeof(KV_T) == 1;
-    using MT = typename type_if<FP8, fp16, T>::type;  // what the MMAs multiply
+    static constexpr bool SPARSE = SPARSE_;  // sparse MLA over fp8ds rows (see "Sparse" above)
+    static constexpr int MAX_TOPK = MAX_TOPK_;  // sparse: ids per query token
+    // what the MMAs multiply (sparse: e4m3 times its fp32 scale, rounded to bf16)
+    using MT = typename type_if<FP8 && !SPARSE, fp16, T>::type;
     static constexpr int GROUP = GROUP_;
     static constexpr int THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
@@ -122,7 +140,12 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
     static constexpr int SMEM_X = SMEM_P0 + BLOCK_BYTES;            // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
     static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
-    static constexpr int SMEM_BYTES = SMEM_BAR + STAGES * BLOCKS * 8 + 1024;  // + slack to align to 1024
+    // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
+    static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
+    static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
+    static constexpr __device__ __forceinline__ int scales_at(int stage) { return stage ? SMEM_P1 : SMEM_SC; }
+    // Sparse: an fp8ds row is 41 chunks of 16 bytes: 32 of e4m3 values, the 4 scales, 8 of bf16 RoPE
+    static constexpr int SP_CHUNKS = 41, SP_SCALES = 32;
 
     static_assert(THREADS == 256, "two warpgroups");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
@@ -130,6 +153,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_> struct MlaTraits {
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
+    static_assert(!SPARSE || (FP8 && same_type<T, bf16>), "sparse: fp8ds rows (bf16 RoPE) with bf16 queries");
 };
 
 namespace mla_detail {
@@ -174,9 +198,8 @@ __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 12
 
 // Stage "load Q": the 64 packed rows x 576 channels of the CTA's tile (zero rows past the end)
 // into the Q tile at sQ, 128-byte swizzled like the K tiles, and waited for.
-template <class Tr>
-__device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p,
-                                            const AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE> &cta, unsigned sQ, int tid) {
+template <class Tr, class Cta>
+__device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const Cta &cta, unsigned sQ, int tid) {
     constexpr int CHUNKS = Tr::CHUNKS;
     const char *qb = static_cast<const char *>(p.q);
     for (int idx = tid; idx < Tr::M_TILE * CHUNKS; idx += Tr::THREADS) {
@@ -192,10 +215,9 @@ __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p,
 
 // Stage "epilogue": this thread's fragments of rows r_lo and r_hi, the channels of warpgroup wg,
 // normalized by the rows' sums l and written: to o_part and lse_part (split-KV across launches),
-// else to out and lse.
-template <class Tr>
-__device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p,
-                                           const AttnCta<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE> &cta, const float (&o)[128],
+// else to out and lse. Sparse: the head's sink (rank 0) joins the row first.
+template <class Tr, class Cta>
+__device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[128],
                                            float m_lo, float m_hi, float l_lo, float l_hi, int wg, int r_lo, int r_hi,
                                            int q4) {
     using T = typename Tr::T;
@@ -204,9 +226,14 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p,
     for (int half = 0; half < 2; ++half) {
         const int R = cta.row0 + (half ? r_hi : r_lo);
         if (R >= cta.nrows) continue;
-        const float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo;
-        const float inv = Tr::FP8 ? sum_inv(l) * p.v_scale[0] : sum_inv(l);  // (FP8: value = e4m3 * v_scale)
+        float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo, inv;
         const AttnRowOut out = cta.row_out(0, R);
+        if constexpr (Tr::SPARSE) {
+            const float alpha = sparse_sink(p, out.h, m, l);
+            inv = alpha * sum_inv(l);
+        } else {
+            inv = Tr::FP8 ? sum_inv(l) * p.v_scale[0] : sum_inv(l);  // (FP8: value = e4m3 * v_scale)
+        }
         const float lse2 = row_lse2(m, l);
         if (split_out) {
             const long long prow = out.part(cta.split);
@@ -290,51 +317,107 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
 // ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
 // later).
+// Sparse: the stage's one mbarrier (bars) brings raw blocks 0-7, the rows' scales at sc (16
+// bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8 already in bf16; a value
+// becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16, then one rounding of its
+// product with the scale split in two bf16 halves (bf16x2_scale); the scales of a piece's row are
+// read once per two blocks. Block 8 is rewritten as it is by the warpgroup (see the end).
 template <class Tr>
-__device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned par, int valid, int wg, int tw) {
+__device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned sc, unsigned par, int valid, int wg,
+                                             int tw) {
+    // (sparse: the scale of channels 128 sb.. of the thread's row of piece k as bf16 pairs hi, lo)
+    struct Scale {
+        unsigned hi, lo;
+    };
+    auto scale_of = [&](int sb, int k) -> Scale {
+        const float x = ld_shared_f32(sc + ((tw + 128 * k) >> 2) * 16 + sb * 4);
+        const unsigned hi = pack2<bf16>(x, x);
+        const float lo = x - hi_float(bf16{}, hi);
+        return {hi, pack2<bf16>(lo, lo)};
+    };
     auto fetch = [&](int blk, int k, unsigned (&w)[4]) {
-        if (k == 0) mbar_wait(add_at(bars, 8 * blk), par);
+        if (!Tr::SPARSE && k == 0) mbar_wait(add_at(bars, 8 * blk), par);
         ld_shared_u4(st + Tr::raw_at(blk) + (tw + 128 * k) * 16, w);
     };
-    auto put = [&](int blk, int k, const unsigned (&w)[4]) {
+    auto put = [&](int blk, int k, const unsigned (&w)[4], Scale x) {
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
         unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
         if (r < valid) {
-            e4m3x4_to<fp16>(w[0], a[0], a[1]);
-            e4m3x4_to<fp16>(w[1], a[2], a[3]);
-            e4m3x4_to<fp16>(w[2], b[0], b[1]);
-            e4m3x4_to<fp16>(w[3], b[2], b[3]);
+            if constexpr (Tr::SPARSE) {
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
+                    e4m3x4_to<bf16>(w[2 + j], b[2 * j], b[2 * j + 1]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    a[j] = bf16x2_scale(a[j], x.hi, x.lo);
+                    b[j] = bf16x2_scale(b[j], x.hi, x.lo);
+                }
+            } else {
+                e4m3x4_to<fp16>(w[0], a[0], a[1]);
+                e4m3x4_to<fp16>(w[1], a[2], a[3]);
+                e4m3x4_to<fp16>(w[2], b[0], b[1]);
+                e4m3x4_to<fp16>(w[3], b[2], b[3]);
+            }
         }
         const unsigned row = st + blk * Tr::BLOCK_BYTES + r * 128;
         st_shared_u4(row + (((2 * h) ^ (r & 7)) << 4), a);
         st_shared_u4(row + (((2 * h + 1) ^ (r & 7)) << 4), b);
     };
+    // the scales of the thread's two rows for channel blocks blk (sparse; unused otherwise)
+    Scale x0{}, x1{};
+    if constexpr (Tr::SPARSE) mbar_wait(bars, par);  // the whole tile, its scales first read below
+    auto scales = [&](int blk) {
+        if constexpr (Tr::SPARSE) {
+            x0 = scale_of(blk >> 1, 0);
+            x1 = scale_of(blk >> 1, 1);
+        }
+    };
     auto move = [&](int blk) {  // raw blk -> 16-bit blk through registers
         unsigned w[2][4];
         fetch(blk, 0, w[0]);
         fetch(blk, 1, w[1]);
-        put(blk, 0, w[0]);
-        put(blk, 1, w[1]);
+        put(blk, 0, w[0], x0);
+        put(blk, 1, w[1], x1);
     };
 #pragma unroll
-    for (int blk = 4; blk < 8; ++blk) move(blk);
-    unsigned x8[2][4], x0[2][4], x1[2][4];
-    fetch(8, 0, x8[0]);
-    fetch(8, 1, x8[1]);
-    fetch(0, 0, x0[0]);
-    fetch(0, 1, x0[1]);
-    fetch(1, 0, x1[0]);
-    fetch(1, 1, x1[1]);
+    for (int blk = 4; blk < 8; ++blk) {
+        if (!(blk & 1)) scales(blk);
+        move(blk);
+    }
+    unsigned r8[2][4], r0[2][4], r1[2][4];
+    if constexpr (!Tr::SPARSE) {
+        fetch(8, 0, r8[0]);
+        fetch(8, 1, r8[1]);
+    }
+    fetch(0, 0, r0[0]);
+    fetch(0, 1, r0[1]);
+    fetch(1, 0, r1[0]);
+    fetch(1, 1, r1[1]);
     wg_sync(wg);  // raw blocks 0, 1 and 4-8 read
-    put(8, 0, x8[0]);
-    put(8, 1, x8[1]);
+    if constexpr (!Tr::SPARSE) {
+        put(8, 0, r8[0], x0);
+        put(8, 1, r8[1], x1);
+    }
+    scales(2);
     move(2);
     move(3);
-    put(0, 0, x0[0]);
-    put(0, 1, x0[1]);
+    scales(0);
+    put(0, 0, r0[0], x0);
+    put(0, 1, r0[1], x1);
     wg_sync(wg);  // raw blocks 2, 3 read
-    put(1, 0, x1[0]);
-    put(1, 1, x1[1]);
+    put(1, 0, r1[0], x0);
+    put(1, 1, r1[1], x1);
+    if constexpr (Tr::SPARSE) {
+        // block 8 (RoPE, landed in bf16 by cp.async, a generic-proxy write of other threads): rewritten
+        // by this warpgroup, so that the fence below orders it before the wgmma (async proxy) reads it
+        unsigned v[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) ld_shared_u4(st + (Tr::BLOCKS - 1) * Tr::BLOCK_BYTES + (tw + 128 * j) * 16, v[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) st_shared_u4(st + (Tr::BLOCKS - 1) * Tr::BLOCK_BYTES + (tw + 128 * j) * 16, v[j]);
+    }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
 }
@@ -544,6 +627,23 @@ struct MlaSchedule {
     }
 };
 
+// Sparse: query token t's heads [h0, h0 + nrows) against the n keys of its kept list, every key
+// visible to every row (causality is the indexer's, in its ids): what mla_decode reads of AttnCta.
+struct SparseCta {
+    const dcpattn_attn_kparams &p;
+    long long t;
+    int h0, b, split, row0, nrows, kv_begin, cta_hi, cta_lo, n_tiles;
+    __device__ __forceinline__ SparseCta(const dcpattn_attn_kparams &p_, long long t_, int h0_, int b_, int n)
+        : p(p_), t(t_), h0(h0_), b(b_), split(0), row0(0), nrows(min(64, p_.hq - h0_)), kv_begin(0), cta_hi(n),
+          cta_lo(n), n_tiles((n + 63) / 64) {}
+    __device__ __forceinline__ bool empty() const { return false; }
+    __device__ __forceinline__ int row_limit(int) const { return cta_hi; }
+    __device__ __forceinline__ long long q_chunk(int, int R, int c) const {
+        return R < nrows ? (t * p.q_st + (long long)(h0 + R) * p.q_sh + c * 8) * 2 : 0;
+    }
+    __device__ __forceinline__ AttnRowOut row_out(int, int R) const { return {p, t, h0 + R}; }
+};
+
 // BALANCED: the balanced schedule (p.workers > 0), else one (sequence, split) per CTA (the
 // kernel entry picks; two instances, so that the common one keeps its straight-line code).
 template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(const dcpattn_attn_kparams &p) {
@@ -565,23 +665,45 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     // (computed where used: hoisted out of the loop, the addresses would take registers)
     auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
 
-    // ---- which keys of which sequences: one (sequence, split) or the balanced schedule ----
+    // ---- which keys of which sequences: one (sequence, split) or the balanced schedule; sparse:
+    // one query token (grid.x = batch * max_q_len slots, grid.y = blocks of 64 heads) ----
     MlaSchedule sched;
     if constexpr (BALANCED)
         if (!sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
+    int sp_b = 0, sp_n = 0;
+    long long sp_t = 0;
+    const long long *sp_rows = nullptr;  // sparse: the cache offsets of the token's kept rows
+    if constexpr (Tr::SPARSE) {
+        sp_b = blockIdx.x / p.max_q_len;
+        const int i = blockIdx.x % p.max_q_len, q0 = ldg_i32(p.cu_seqlens_q + sp_b);
+        if (i >= ldg_i32(p.cu_seqlens_q + sp_b + 1) - q0) return;
+        sp_t = q0 + i;
+    }
     if (tid == 0) {
 #pragma unroll
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, 1);
+        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, Tr::SPARSE ? 128 : 1);
         fence_mbar_init();
     }
+    if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
+        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
+        sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
+                                                          reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
+        sp_rows = rows;
+    }
+    using Cta = typename type_if<Tr::SPARSE, SparseCta, AttnCta<GROUP, M_TILE, KV_TILE>>::type;
     unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
-        AttnCta<GROUP, M_TILE, KV_TILE> cta(p, BALANCED ? sched.b : blockIdx.x / p.num_splits,
-                                            BALANCED ? 0 : blockIdx.x % p.num_splits);
+        auto make_cta = [&]() -> Cta {
+            if constexpr (Tr::SPARSE)
+                return Cta(p, sp_t, (int)blockIdx.y * M_TILE, sp_b, sp_n);
+            else
+                return Cta(p, BALANCED ? sched.b : blockIdx.x / p.num_splits, BALANCED ? 0 : blockIdx.x % p.num_splits);
+        };
+        Cta cta = make_cta();
         int role = MlaSchedule::FINAL;
         if constexpr (BALANCED)
             role = sched.keys(cta);
-        else
+        else if constexpr (!Tr::SPARSE)
             cta.find_keys();
         if (!cta.empty()) {
             const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
@@ -630,7 +752,37 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                                     bar);
                 }
             };
-            if (tid == 0) {
+            // Sparse: tile t's rows into stage t % 2 by the 128 threads of warpgroup 0 (tid < 128), two a
+            // row: list entry 64 t + tid / 2 (its cache offset off, -1 past the list: nothing read) by 16-byte
+            // cp.async, completing on the stage's one mbarrier. Of the row's 41 chunks, half h = tid % 2
+            // takes the e4m3 chunks c = 2 i + h (channels 16 c..), each to raw block c / 4 (64 bytes a row,
+            // as TMA lays a dense FP8 tile), RoPE chunks 4 h .. 4 h + 3 (bf16 already) into 16-bit block 8,
+            // swizzled, and half 0 the scales, to scales_at(stage).
+            auto row_of = [&](int t) -> long long {
+                const int k = t * KV_TILE + (tid >> 1);
+                return k < sp_n ? sp_rows[k] : -1;
+            };
+            auto gather = [&](int t, long long off) {
+                const int s = t & 1, r = tid >> 1, h = tid & 1;
+                if (off >= 0) {
+                    const char *row = static_cast<const char *>(p.k) + off;
+                    const unsigned raw = sK + s * TILE_BYTES + r * 64 + h * 16;
+#pragma unroll
+                    for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
+                        cp_async16(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
+                    if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+                    const unsigned rope = sK + s * TILE_BYTES + (BLOCKS - 1) * BLOCK_BYTES + r * 128;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
+                        const int j = 4 * h + i;
+                        cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                    }
+                }
+                cp_async_mbar_arrive(full(s, 0));
+            };
+            if constexpr (Tr::SPARSE) {
+                if (tid < 128 && n_tiles > 0) gather(0, row_of(0));  // (tile 1 once Q's rope block is read)
+            } else if (tid == 0) {
                 for (int t = 0; t < 2 && t < n_tiles; ++t) {
                     TileSrc src;
                     lookup(t, src);
@@ -642,7 +794,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // FP8: k_scale joins the softmax scale (read here, not on the host, so that a captured
             // graph sees the value the scale holds at replay); a bf16 Q tile goes into fp16
             float scale = p.scale_log2;
-            if constexpr (Tr::FP8) {
+            if constexpr (Tr::FP8 && !Tr::SPARSE) {
                 scale *= p.k_scale[0];
                 if constexpr (!same_type<typename Tr::T, fp16>)
                     scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
@@ -660,6 +812,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             unsigned qr[4][4];
             load_q_rope<Tr>(qr, sQ, wi, lane);
             __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
+                if (wg == 0 && n_tiles > 1) gather(1, row_of(1));
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
             // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
@@ -819,7 +973,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 
             // FP8: tile t into fp16 by the warpgroup that computes its S, before it does
             auto convert = [&](int t) {
-                convert_tile<Tr>(sK + (t & 1) * TILE_BYTES, full(t & 1, 0), parity(t),
+                convert_tile<Tr>(sK + (t & 1) * TILE_BYTES, full(t & 1, 0), base + Tr::scales_at(t & 1), parity(t),
                                  cta_hi - (kv_begin + t * KV_TILE), wg, tw);
             };
             // Refills: warpgroup 0 brings blocks 0-3 of a stage (FP8: the whole raw tile, whose
@@ -845,10 +999,16 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
             // it last, as soon as it is done with it.
             TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (lane 0 of each warp)
+            long long so0 = -1, so1 = -1;  // sparse: this thread's rows of them (warpgroup 0)
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
-                if (elected) {
+                if constexpr (Tr::SPARSE) {
+                    if (wg == 0) {
+                        if (next0) so0 = row_of(t0 + 2);
+                        if (next1) so1 = row_of(t0 + 3);
+                    }
+                } else if (elected) {
                     if (next0) lookup(t0 + 2, pg0);
                     if (next1) lookup(t0 + 3, pg1);
                 }
@@ -864,7 +1024,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
                     wgmma_wait<0>();
                     fence_regs(o);
-                    if (elected && next0) refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
+                    if constexpr (Tr::SPARSE) {
+                        if (next0) gather(t0 + 2, so0);
+                    } else if (elected && next0) {
+                        refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
+                    }
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
                         if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
@@ -883,7 +1047,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if (elected) refill(t0 + 3, pg1, 0, N0);
+                        if constexpr (Tr::SPARSE)
+                            gather(t0 + 3, so1);  // (its scales into P1: O0 += P(t1) V(t1) is done)
+                        else if (elected)
+                            refill(t0 + 3, pg1, 0, N0);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);

@@ -25,6 +25,11 @@ __device__ __forceinline__ void cp_async16_or_zero(unsigned dst, const void *src
                  "l"(src), "r"((unsigned)ok)
                  : "memory");
 }
+// Arrive on mbarrier `bar` once this thread's cp.async copies so far have landed (the barrier's
+// count includes this arrival).
+__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Wait until at most N groups of this thread's copies are in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {

@@ -6,11 +6,12 @@
 // One CTA = one query token x M_TILE (64) query heads (rows past Hq are zero and never
 // written); grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return.
 // Stages, each a device function below:
-//   1. sparse_select: the CTA reads its token's ids (coalesced, THREADS at a time), keeps those
-//      in range (0 <= g < L) and owned ((g / I) % W == rank), maps each to its local index
-//      (g / (W*I))*I + g % I, to its page through the block table and to the byte offset of its
-//      cache row, and compacts the offsets in list order into shared memory (ballot + warp
-//      prefix): n keys, repeats kept.
+//   1. sparse_select: the CTA reads its token's ids (each thread a run of them, its loads
+//      issued together), keeps those in range (0 <= g < L) and owned ((g / I) % W == rank),
+//      maps each to its local index (g / (W*I))*I + g % I, to its page through the block
+//      table and to the byte offset of its cache row, and compacts the offsets in list order
+//      into shared memory (a scan over the CTA): n keys, repeats kept. On sm_90a the FP8
+//      cache takes mla.cuh's sparse kernel, which shares this stage.
 //   2. sparse_attend: tiles of KV_TILE (32) keys of the compacted list, two stages deep: the
 //      rows are gathered with 16-byte cp.async (zero fill past n) into XOR-swizzled tiles
 //      (the 16-byte chunk c of row r at chunk c ^ (r % 8)); an FP8 (fp8ds) cache lands as raw
@@ -104,51 +105,69 @@ template <class Tr> __device__ __forceinline__ void dequant_tile(unsigned raw, u
 
 }  // namespace sparse_detail
 
-// Stage 1: the byte offsets of the cache rows of token t's kept ids, in list order, into
-// list[0, n); returns n. Every thread of the CTA calls it.
-template <class Tr>
-__device__ __forceinline__ int sparse_select(const dcpattn_attn_kparams &p, int b, long long t, long long *list) {
-    __shared__ int warp_count[Tr::WARPS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+// The epilogue's sink: the sink of head h (p.sinks: rank 0 only, else NULL; a non-finite sink is
+// none) joins a row's state (m: base-2 reference max, l: the sum against it) as one more logit
+// with no value, lse' = log2(2^lse + 2^sink2); returns the factor by which O, relative to the old
+// m, goes to the new one (0 for a row that saw nothing).
+__device__ __forceinline__ float sparse_sink(const dcpattn_attn_kparams &p, int h, float &m, float &l) {
+    float alpha = 1.f;
+    if (p.sinks) {
+        const float sink = p.sinks[h];
+        if (is_finite(sink)) {
+            const float s2 = sink * kLog2e, mn = fmaxf(m, s2);
+            alpha = fast_exp2(m - mn);  // m = -inf: 0
+            l = l * alpha + fast_exp2(s2 - mn);
+            m = mn;
+        }
+    }
+    return alpha;
+}
+
+// Stage "select" (this kernel and mla.cuh's sparse one): the byte offsets of the cache rows of
+// token t's kept ids, in list order, into list[0, n) (shared or global memory, this CTA's own);
+// returns n. Thread i takes the ids [i E, i E + E), E = ceil(count / THREADS) (at most
+// MAX_TOPK / THREADS: all of its loads issued together), a scan over the CTA places each
+// thread's kept rows after those of the threads before it. Every thread of the CTA calls it;
+// scratch: 32 long longs of shared memory no one else touches meanwhile. Ends with the list
+// complete for every thread of the CTA.
+template <int THREADS, int MAX_TOPK, int ROW_BYTES_PER_ELEM>
+__device__ __forceinline__ int sparse_select(const dcpattn_attn_kparams &p, int b, long long t, long long *list,
+                                             long long *scratch) {
+    constexpr int PER = (MAX_TOPK + THREADS - 1) / THREADS;
+    const int tid = threadIdx.x;
     const int Lk = ldg_i32(p.seqused_k + b);
     const int L = p.seqused_k_global ? ldg_i32(p.seqused_k_global + b) : Lk;
     const int count = p.topk_count ? min(max(ldg_i32(p.topk_count + t), 0), p.topk) : p.topk;
+    const int per = (count + THREADS - 1) / THREADS, j0 = tid * per;
     const int *ids = p.topk_ids + t * p.topk_st;
     const int *bt = p.block_table + (long long)b * p.bt_stride;
     const int W = p.world, rank = p.rank, I = p.interleave, ps = p.page_size;
     const int span = W * I;  // (< 2^31: the host checks W * I)
-    constexpr int KVB = Tr::FP8DS ? 1 : 2;
-    int n = 0;
-    for (int j0 = 0; j0 < count; j0 += Tr::THREADS) {
-        const int j = j0 + tid;
-        long long off = 0;
-        bool keep = false;
-        if (j < count) {
-            const int g = ldg_i32(ids + j);
-            if (g >= 0 && g < L && (g / I) % W == rank) {
-                const int l = (g / span) * I + g % I;
-                if (l < Lk) {  // always, for consistent lengths; never a block-table entry past them
-                    const int pi = l / ps;
-                    off = ((long long)ldg_i32(bt + pi) * p.k_sp + (long long)(l - pi * ps) * p.k_st) * KVB;
-                    keep = true;
-                }
-            }
-        }
-        const unsigned ballot = __ballot_sync(0xffffffffu, keep);
-        if (lane == 0) warp_count[warp] = __popc(ballot);
-        __syncthreads();
-        int before = 0, total = 0;
+    int l[PER], page[PER];
 #pragma unroll
-        for (int w = 0; w < Tr::WARPS; ++w) {
-            const int c = warp_count[w];
-            before += w < warp ? c : 0;
-            total += c;
-        }
-        if (keep) list[n + before + __popc(ballot & ((1u << lane) - 1u))] = off;
-        n += total;
-        __syncthreads();  // warp_count free again; the list complete
+    for (int k = 0; k < PER; ++k) {
+        const int j = j0 + k;
+        const int g = k < per && j < count ? ldg_i32(ids + j) : -1;
+        // kept: in range, owned; its local index (always < Lk for consistent lengths: never a
+        // block-table entry past them)
+        const bool keep = g >= 0 && g < L && (g / I) % W == rank;
+        l[k] = keep ? (g / span) * I + g % I : Lk;
+        l[k] = l[k] < Lk ? l[k] : -1;
     }
-    return n;
+    int kept = 0;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        page[k] = l[k] >= 0 ? ldg_i32(bt + l[k] / ps) : 0;
+        kept += l[k] >= 0;
+    }
+    long long total;
+    long long at = block_scan<THREADS>(kept, scratch, total) - kept;
+#pragma unroll
+    for (int k = 0; k < PER; ++k)
+        if (l[k] >= 0)
+            list[at++] = ((long long)page[k] * p.k_sp + (long long)(l[k] % ps) * p.k_st) * ROW_BYTES_PER_ELEM;
+    __syncthreads();
+    return (int)total;
 }
 
 // Stages 2 and 3: query heads [h0, h0 + M_TILE) of token t over the n keys of the list.
@@ -345,16 +364,8 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
     for (int half = 0; half < 2; ++half) {
         const int r = rg * 16 + g + 8 * half;
         if (r >= rows) continue;
-        float m = half ? m_hi : m_lo, l = half ? l_hi : l_lo, alpha = 1.f;
-        if (p.sinks) {
-            const float sink = p.sinks[h0 + r];
-            if (is_finite(sink)) {  // one more logit with no value: lse' = log2(2^lse + 2^sink2)
-                const float s2 = sink * kLog2e, mn = fmaxf(m, s2);
-                alpha = fast_exp2(m - mn);  // m = -inf: 0
-                l = l * alpha + fast_exp2(s2 - mn);
-                m = mn;
-            }
-        }
+        float m = half ? m_hi : m_lo, l = half ? l_hi : l_lo;
+        const float alpha = sparse_sink(p, h0 + r, m, l);
         const float inv = l > 0.f ? alpha / l : 0.f;
         const AttnRowOut out{p, t, h0 + r};
 #pragma unroll
@@ -372,7 +383,9 @@ template <class Tr> __device__ __forceinline__ void sparse_decode(const dcpattn_
     const int q0 = ldg_i32(p.cu_seqlens_q + b);
     if (i >= ldg_i32(p.cu_seqlens_q + b + 1) - q0) return;
     const long long t = q0 + i;
-    const int n = sparse_select<Tr>(p, b, t, reinterpret_cast<long long *>(sparse_smem + Tr::SMEM_LIST));
+    const int n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, Tr::FP8DS ? 1 : 2>(
+        p, b, t, reinterpret_cast<long long *>(sparse_smem + Tr::SMEM_LIST),
+        reinterpret_cast<long long *>(sparse_smem + Tr::SMEM_X));
     sparse_attend<Tr>(p, t, (int)blockIdx.y * Tr::M_TILE, n, sparse_smem);
 }
 

@@ -204,6 +204,8 @@ do -- forgiving input, canonical output
         { "GQA_HALF_KVE4M3_D64_G1_M64", "gqa_fp16_kve4m3_d64_g1_m64" },
         { "gqa_bf16_kvbfloat16_d128_g8_m16", "gqa_bf16_d128_g8_m16" },
         { "merge_float_half", "merge_fp32_fp16" },
+        { "SPARSE_BF16_KVFP8DS_M64_SM90", "sparse_bf16_kvfp8ds_m64_sm90" },
+        { "sparse_bfloat16_kvfp8ds_m64", "sparse_bf16_kvfp8ds_m64" },
     }
     for _, c in ipairs(cases) do
         local spec, err = dcpattn.parse(c[1])
@@ -233,6 +235,9 @@ do -- bad specs: compiler-style messages naming the problem
         { "gqa_bf16_kv_d128_g8_m16", "malformed field 'kv'" },
         { "mla_bf16_kve4m3_h16", "got 2 and 1 optional" },
         { "mla_bf16_kvfp16_h16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
+        { "sparse_bf16_m64_sm90", "the sm_90 kernel reads the fp8ds cache only" },
+        { "sparse_bf16_kvfp8ds_m64_sm80", "arch 80 not allowed" },
+        { "sparse_bf16_kvfp8ds_sm90", "malformed field 'sm90'" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
         { "gqa-bf16", "characters" },
@@ -300,6 +305,14 @@ do
         { { arch = 90, max_q_len = 4, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m32" },
         { { arch = 90, max_q_len = 5, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m64" },
         { { dtype = "fp16", kv_dtype = "e4m3", dqk = 96, dv = 96 }, "gqa_fp16_kve4m3_d96_g8_m16" },
+        -- sparse MLA: the FP8 (fp8ds) cache on sm_90a takes the wgmma kernel
+        { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "fp8ds", arch = 90 },
+            "sparse_bf16_kvfp8ds_m64_sm90" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "fp8ds", arch = 80 },
+            "sparse_bf16_kvfp8ds_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8ds" },
+            "sparse_bf16_kvfp8ds_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, arch = 90 }, "sparse_bf16_m64" },
     }
     for _, c in ipairs(cases) do
         local n, err = dcpattn.select_attn(desc(c[1]))
@@ -830,7 +843,7 @@ do
     local missing = {}
     for _, n in ipairs(defaults) do
         local fam = n:match("^(%l+)_")
-        local tpath = "templates/" .. fam .. "_inst.cu"
+        local tpath = "templates/" .. fam .. (n:match("_sm90$") and "_sm90" or "") .. "_inst.cu"
         if not real_read(tpath) then
             missing[tpath] = true
         else

@@ -10,7 +10,10 @@
    input precision plus a floor (out 2e-3; lse 2e-3 absolute, 1e-4 relative); then the W
    partials, merged by dcpattn_merge, must equal unsharded sparse attention with the sink.
    Some cases capture the run in a CUDA graph, change the ids on the device and replay: the
-   result must follow the new ids. Without a GPU it says so and runs nothing.
+   result must follow the new ids. On sm_90 the FP8 cases take the wgmma kernel (variant
+   ..._sm90, which keeps its kept rows in the workspace; every other plan needs none) and run a
+   second time in a context of arch compute_80, whose plans take the mma.sync kernel that serves
+   every other GPU. Without a GPU it says so and runs nothing.
 
    Every reference of a case is built before its GPU work, and the rank references merged on
    the CPU must equal the unsharded one. `test_gpu_sparse --ref-only` does that CPU half alone,
@@ -284,7 +287,7 @@ static int compare(const sp_case *c, const sp_data *d, const sp_ref *f, const ui
 /* rows compared over all cases, printed at the end: a run that compared nothing shows */
 static int64_t g_rows, g_rows_with_keys;
 
-static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, const sp_data *d) {
+static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const char *what, const sp_data *d) {
     const int B = c->B, hq = c->hq, topk = c->topk, W = c->W;
     const int64_t rows = d->rows, no = d->no;
     void *d_out[SMAXW];
@@ -307,7 +310,8 @@ static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, c
         dcpattn_attn_desc dd;
         dcpattn_attn_args a;
         dcpattn_attn_plan *plan = NULL;
-        void *d_k;
+        void *d_k, *d_ws = NULL;
+        size_t ws = 0;
         int32_t *d_bt, *d_used, *d_glob;
         uint16_t *h_out = (uint16_t *)malloc(2 * (size_t)no);
         float *h_lse = (float *)malloc(4 * (size_t)rows);
@@ -341,8 +345,13 @@ static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, c
         s = dcpattn_attn_plan_create(ctx, &dd, &plan);
         CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: plan: %s", what, dcpattn_last_error());
         if (s == DCPATTN_STATUS_SUCCESS) {
-            CHECK(strncmp(dcpattn_attn_variant(plan), "sparse_", 7) == 0 && dcpattn_attn_workspace_size(plan) == 0,
-                  "%s: variant %s, workspace %zu", what, dcpattn_attn_variant(plan), dcpattn_attn_workspace_size(plan));
+            const char *v = dcpattn_attn_variant(plan);
+            const int wg = sm90 && c->fp8; /* the wgmma kernel: its rows in the workspace */
+            ws = dcpattn_attn_workspace_size(plan);
+            CHECK(strncmp(v, "sparse_", 7) == 0 && (strstr(v, "_sm90") != NULL) == wg &&
+                      (wg ? ws == (size_t)B * d->max_q * ((hq + 63) / 64) * topk * 8 : ws == 0),
+                  "%s: variant %s, workspace %zu", what, v, ws);
+            if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
             memset(&a, 0, sizeof a);
             a.batch = B;
             a.q = d_q;
@@ -359,7 +368,7 @@ static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, c
             a.topk_ids_stride = d->stride;
             a.topk_count = c->counts ? d_counts : NULL;
             a.sinks = c->sinks ? d_sinks : NULL; /* every rank passes them; rank 0 applies them */
-            s = dcpattn_attn_run(plan, &a, NULL, 0, 0);
+            s = dcpattn_attn_run(plan, &a, d_ws, ws, 0);
             CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run: %s", what, dcpattn_last_error());
             CUDA_OK(cudaDeviceSynchronize());
             gpu_download(h_out, d_out[r], 2 * (size_t)no);
@@ -375,7 +384,7 @@ static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, c
                 ref_err go, gl, gbo;
                 CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
                 CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                s = dcpattn_attn_run(plan, &a, NULL, 0, st);
+                s = dcpattn_attn_run(plan, &a, d_ws, ws, st);
                 CUDA_OK(cudaStreamEndCapture(st, &gr));
                 CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run in capture: %s", what, dcpattn_last_error());
                 CUDA_OK(cudaGraphInstantiate(&ge, gr, 0));
@@ -405,7 +414,7 @@ static void run_case(dcpattn_context *ctx, const sp_case *c, const char *what, c
             }
             dcpattn_attn_plan_destroy(plan);
         }
-        cudaFree(d_k), cudaFree(d_bt), cudaFree(d_used), cudaFree(d_glob);
+        cudaFree(d_k), cudaFree(d_bt), cudaFree(d_used), cudaFree(d_glob), cudaFree(d_ws);
         free(h_out), free(h_lse);
     }
 
@@ -466,8 +475,9 @@ int main(int argc, char **argv) {
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     const int ref_only = argc > 1 && strcmp(argv[1], "--ref-only") == 0;
-    dcpattn_context *ctx = NULL;
+    dcpattn_context *ctx = NULL, *ctx80 = NULL;
     double total = 0;
+    int sm90 = 0;
     int64_t rows = 0, with_keys = 0, empty = 0;
     int i;
     if (argc > 1 && !ref_only) {
@@ -480,6 +490,14 @@ int main(int argc, char **argv) {
         printf("seed %llu\n", (unsigned long long)seed);
     } else if (!gpu_test_begin(&seed, &ctx)) {
         return check_summary();
+    } else {
+        dcpattn_context_desc cd;
+        int major = 0;
+        CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+        sm90 = major == 9;
+        memset(&cd, 0, sizeof cd);
+        cd.arch = "compute_80";
+        if (sm90) DC_OK(dcpattn_context_create(&cd, &ctx80));
     }
     for (i = 0; i < n; i++) {
         sp_data d;
@@ -494,7 +512,15 @@ int main(int argc, char **argv) {
         printf("  %-110s reference %6.2f s, rows %lld (%lld attend to keys, %lld empty)\n", what, dt,
                (long long)d.rows, (long long)d.with_keys, (long long)d.empty);
         fflush(stdout);
-        if (!ref_only) run_case(ctx, &cases[i], what, &d);
+        if (!ref_only) {
+            run_case(ctx, sm90, &cases[i], what, &d);
+            if (ctx80 && cases[i].fp8) { /* the mma.sync kernel on the same inputs */
+                char w80[340];
+                snprintf(w80, sizeof w80, "%s compute_80", what);
+                snprintf(g_case, sizeof g_case, "%s", w80);
+                run_case(ctx80, 0, &cases[i], w80, &d);
+            }
+        }
         release(&cases[i], &d);
     }
     printf("%d cases, reference %.2f s; unsharded rows %lld: %lld attend to keys, %lld empty\n", n, total,
@@ -504,6 +530,7 @@ int main(int argc, char **argv) {
                (long long)g_rows_with_keys);
         CHECK(g_rows_with_keys > 0, "no merged row attended to a key");
         dcpattn_context_destroy(ctx);
+        dcpattn_context_destroy(ctx80);
     }
     CHECK(with_keys > 0 && empty > 0, "the references hold %lld rows with keys, %lld empty", (long long)with_keys,
           (long long)empty);

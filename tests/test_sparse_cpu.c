@@ -464,42 +464,49 @@ static void test_validation(void) {
     expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_SUCCESS, "", "empty batch, no ids");
 }
 
-/* ---- the header and the generator accept the same sparse descriptors ---- */
+/* ---- the header and the generator accept the same sparse descriptors; the variant each
+   arch takes: the FP8 cache on sm_90a the wgmma kernel (_sm90), all else the mma.sync one ---- */
 static void test_agreement(void) {
-    dcpattn_context_desc cd;
-    dcpattn_context *ctx = NULL;
-    int x, kv, agreed = 0;
-    memset(&cd, 0, sizeof cd);
-    cd.compile_only = 1;
-    cd.arch = "sm_90a";
-    cd.num_sms = 132;
-    cd.cache_dir = "";
-    if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
-        CHECK(0, "context: %s", dcpattn_last_error());
-        return;
-    }
-    for (kv = 0; kv < 3; kv++)
-        for (x = 0; x < 400; x++) {
-            dcpattn_attn_desc d = sparse_desc(x % 3 == 0 ? 1 + x * 7 : 64);
-            char name[128];
-            int c, lua;
-            d.kv_dtype = kv == 1 ? DCPATTN_FP8_DS_MLA : kv == 2 ? DCPATTN_FP16 : DCPATTN_DTYPE_DEFAULT; /* normalized */
-            d.dtype = kv == 2 ? DCPATTN_FP16 : DCPATTN_BF16;
-            if (x % 3 == 1) d.page_size = x;
-            if (x % 3 == 2) d.num_q_heads = x;
-            c = dcpattn_attn_desc_validate(&d) == DCPATTN_STATUS_SUCCESS;
-            pthread_mutex_lock(&ctx->lock);
-            lua = dcpattn__select_attn(ctx, &d, name, sizeof name) == DCPATTN_STATUS_SUCCESS;
-            pthread_mutex_unlock(&ctx->lock);
-            CHECK(c == lua, "sparse x=%d kv=%d: the header %s, the generator %s (%s)", x, kv, c ? "accepts" : "rejects",
-                  lua ? "accepts" : "rejects", lua ? name : dcpattn_last_error());
-            if (c && lua)
-                CHECK(strcmp(name, kv == 1 ? "sparse_bf16_kvfp8ds_m64" : kv == 2 ? "sparse_fp16_m64" : "sparse_bf16_m64") == 0,
-                      "sparse x=%d: variant %s", x, name);
-            agreed += c == lua;
+    static const char *archs[] = {"sm_90a", "compute_80"};
+    int a, x, kv, agreed = 0;
+    for (a = 0; a < 2; a++) {
+        dcpattn_context_desc cd;
+        dcpattn_context *ctx = NULL;
+        memset(&cd, 0, sizeof cd);
+        cd.compile_only = 1;
+        cd.arch = archs[a];
+        cd.num_sms = 132;
+        cd.cache_dir = "";
+        if (dcpattn_context_create(&cd, &ctx) != DCPATTN_STATUS_SUCCESS) {
+            CHECK(0, "context %s: %s", archs[a], dcpattn_last_error());
+            continue;
         }
-    CHECK(agreed == 1200, "%d of 1200 sparse descriptors agreed", agreed);
-    dcpattn_context_destroy(ctx);
+        for (kv = 0; kv < 3; kv++)
+            for (x = 0; x < 400; x++) {
+                dcpattn_attn_desc d = sparse_desc(x % 3 == 0 ? 1 + x * 7 : 64);
+                char name[128];
+                int c, lua;
+                d.kv_dtype = kv == 1 ? DCPATTN_FP8_DS_MLA : kv == 2 ? DCPATTN_FP16 : DCPATTN_DTYPE_DEFAULT; /* normalized */
+                d.dtype = kv == 2 ? DCPATTN_FP16 : DCPATTN_BF16;
+                if (x % 3 == 1) d.page_size = x;
+                if (x % 3 == 2) d.num_q_heads = x;
+                c = dcpattn_attn_desc_validate(&d) == DCPATTN_STATUS_SUCCESS;
+                pthread_mutex_lock(&ctx->lock);
+                lua = dcpattn__select_attn(ctx, &d, name, sizeof name) == DCPATTN_STATUS_SUCCESS;
+                pthread_mutex_unlock(&ctx->lock);
+                CHECK(c == lua, "sparse %s x=%d kv=%d: the header %s, the generator %s (%s)", archs[a], x, kv,
+                      c ? "accepts" : "rejects", lua ? "accepts" : "rejects", lua ? name : dcpattn_last_error());
+                if (c && lua) {
+                    const char *want = kv == 1   ? (a == 0 ? "sparse_bf16_kvfp8ds_m64_sm90" : "sparse_bf16_kvfp8ds_m64")
+                                       : kv == 2 ? "sparse_fp16_m64"
+                                                 : "sparse_bf16_m64";
+                    CHECK(strcmp(name, want) == 0, "sparse %s x=%d: variant %s, want %s", archs[a], x, name, want);
+                }
+                agreed += c == lua;
+            }
+        dcpattn_context_destroy(ctx);
+    }
+    CHECK(agreed == 2400, "%d of 2400 sparse descriptors agreed", agreed);
 }
 
 int main(void) {

@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 lua5.4 "$ROOT/gen/dcpattn-gen" --all -o "$OUT" || exit 1
 pass=0 fail=0
-for f in "$OUT"/mla_*.cu "$OUT"/gqa_*_m64.cu; do  # the families with a wgmma path
+for f in "$OUT"/mla_*.cu "$OUT"/gqa_*_m64.cu "$OUT"/sparse_*_sm90.cu; do  # the kernels with a wgmma path
     [ -f "$f" ] || continue
     name=$(basename "$f" .cu)
     log=$("$NVCC" -arch=sm_90a -cubin -std=c++17 -I"$ROOT/templates" -I"$ROOT/include" -Xptxas -v \

@@ -37,12 +37,13 @@ function M.render(name, opts)
     local s, canonical = spec.resolve(name, opts.where)
     if not s then return nil, canonical end
     local fam = spec.family(s)
-    local src, info = render.render(fam.template, fam.bindings(s, canonical), canonical, opts)
+    local template = fam.template_for and fam.template_for(s) or fam.template
+    local src, info = render.render(template, fam.bindings(s, canonical), canonical, opts)
     if not src then return nil, info end
     local meta = fam.meta(s)
     meta.kernel = canonical
     meta.family = fam.family
-    meta.template = fam.template
+    meta.template = template
     meta.includes = info.includes
     return src, meta
 end

@@ -63,7 +63,7 @@ end)
 -- Everything the instance template and the launcher need, derived in one place
 -- (templates/mla.cuh, MlaTraits, computes the same shared-memory size; every instance
 -- asserts that the two agree).
-local function traits(spec)
+function M.traits(spec)
     local esize = types.info[spec.dtype].size
     local tile = KV_TILE * M.DQK * esize
     return {
@@ -78,7 +78,7 @@ local function traits(spec)
 end
 
 function M.bindings(spec, name)
-    local t = traits(spec)
+    local t = M.traits(spec)
     return util.attn_bindings(spec, name, t, {
         KV_T = types.info[spec.kv_dtype].ctype,
         GROUP = spec.hq,
@@ -87,7 +87,7 @@ function M.bindings(spec, name)
 end
 
 function M.meta(spec)
-    return util.attn_meta(spec, traits(spec),
+    return util.attn_meta(spec, M.traits(spec),
         { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq, kv_dtype = spec.kv_dtype })
 end
 

@@ -1,10 +1,13 @@
 -- sparse.lua — the sparse MLA family (DeepSeek V3.2 / GLM-5 top-k attention, docs/contract.md
 -- "Sparse MLA"): Dqk = 576, Dv = 512, one latent KV head; each query token attends to the keys
 -- of its own top-k list of global positions, those this rank owns, gathered through the block
--- table. One CTA per (query token, M query heads). mma.sync: sm_80 and newer.
+-- table. One CTA per (query token, M query heads). Two kernels: mma.sync (templates/sparse.cuh,
+-- sm_80 and newer, every cache), and for the FP8 cache on sm_90a the MLA kernel's wgmma pipeline
+-- with a gather (templates/mla.cuh, "Sparse"; name suffix _sm90).
 -- The cache holds the query's dtype (576 elements per token) or DeepSeek's FP8 layout, fp8ds:
 -- 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
--- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>, e.g. sparse_bf16_m64, sparse_bf16_kvfp8ds_m64.
+-- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>[_sm90], e.g. sparse_bf16_m64, sparse_bf16_kvfp8ds_m64,
+-- sparse_bf16_kvfp8ds_m64_sm90.
 local M = {}
 
 local type, ipairs = type, ipairs
@@ -16,7 +19,8 @@ local mla = require "dcpattn.mla"
 
 M.family = "sparse"
 M.template = "templates/sparse_inst.cu"
-M.form = "sparse_<dtype>[_kv<kv_dtype>]_m<M>"
+M.form = "sparse_<dtype>[_kv<kv_dtype>]_m<M>[_sm90]"
+local TEMPLATE_SM90 = "templates/sparse_sm90_inst.cu"
 
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
@@ -25,7 +29,10 @@ M.DQK, M.DV = mla.DQK, mla.DV  -- the MLA row: 512 latent + 64 RoPE channels, V 
 -- V columns (templates/sparse.cuh).
 local M_TILES = { [64] = { threads = 256 } }
 local KV_TILE = 32      -- keys per pipeline stage
-local MAX_TOPK = 2048   -- ids per query token (the compacted list lives in shared memory)
+local MAX_TOPK = 2048   -- ids per query token (mma.sync: the compacted list lives in shared memory)
+-- sm_90a, FP8 cache: MLA's CTA of 64 heads x 64-key tiles; the compacted list lives in the
+-- workspace (8 bytes per id of each CTA), and shared memory is MLA's plus the scales of a stage.
+local SM90 = { arch = 90, threads = 256, kv_tile = 64, stages = 2 }
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
 -- The FP8 layout: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values.
@@ -33,7 +40,7 @@ local FP8DS = "fp8ds"
 local FP8DS_ROW_BYTES = 512 + 4 * 4 + 64 * 2
 
 -- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP3).
-local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS } }
+local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS }, { dtype = "bf16", kv_dtype = FP8DS, arch = 90 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -44,7 +51,7 @@ M.fp8ds_row_bytes = FP8DS_ROW_BYTES
 
 local show = util.show
 
-local LAYOUT = { { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "m_tile", "m" } }
+local LAYOUT = { { "dtype" }, { "kv_dtype", "kv", optional = "dtype" }, { "m_tile", "m" }, { "arch", "sm", optional = true } }
 util.family(M, LAYOUT, function(spec)
     local dtype, err = util.dtype(spec.dtype, DTYPES, "")
     if not dtype then return nil, err end
@@ -68,13 +75,32 @@ util.family(M, LAYOUT, function(spec)
         return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile),
             concat(util.sorted_numbers(M_TILES), ", "))
     end
-    return { family = "sparse", dtype = dtype, kv_dtype = kv_dtype, m_tile = m }
+    local arch
+    if spec.arch ~= nil then
+        arch = util.int(spec.arch)
+        if arch ~= SM90.arch then
+            return nil, format("arch %s not allowed (expected %d, or none)", show(spec.arch), SM90.arch)
+        end
+        if kv_dtype ~= FP8DS then
+            return nil, format("the sm_%d kernel reads the %s cache only, got KV dtype '%s'", SM90.arch, FP8DS, kv_dtype)
+        end
+    end
+    return { family = "sparse", dtype = dtype, kv_dtype = kv_dtype, m_tile = m, arch = arch }
 end)
+
+function M.template_for(spec)
+    return spec.arch and TEMPLATE_SM90 or M.template
+end
 
 -- Everything the instance template and the launcher need, derived in one place
 -- (templates/sparse.cuh, SparseTraits, computes the same shared-memory size; every instance
 -- asserts that the two agree).
 local function traits(spec)
+    if spec.arch then
+        local t = mla.traits({ dtype = spec.dtype, m_tile = spec.m_tile })
+        return { threads = t.threads, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + 64 * 16,
+            row_list = true }
+    end
     local esize = types.info[spec.dtype].size
     local fp8 = spec.kv_dtype == FP8DS
     local tile = KV_TILE * M.DQK * esize
@@ -92,6 +118,9 @@ end
 
 function M.bindings(spec, name)
     local t = traits(spec)
+    if spec.arch then
+        return util.attn_bindings(spec, name, t, { MAX_TOPK = MAX_TOPK, SMEM = t.smem })
+    end
     return util.attn_bindings(spec, name, t, {
         M_TILE = spec.m_tile,
         KV_TILE = t.kv_tile,
@@ -102,13 +131,16 @@ function M.bindings(spec, name)
 end
 
 function M.meta(spec)
-    return util.attn_meta(spec, traits(spec), { head_dim = M.DQK, head_dim_v = M.DV, kv_dtype = spec.kv_dtype })
+    local t = traits(spec)
+    -- row_list: the kernel keeps each CTA's kept rows in the workspace (8 bytes per id)
+    return util.attn_meta(spec, t,
+        { head_dim = M.DQK, head_dim_v = M.DV, kv_dtype = spec.kv_dtype, row_list = t.row_list and 1 or 0 })
 end
 
 function M.defaults()
     local specs = {}
     for i, d in ipairs(DEFAULTS) do
-        specs[i] = { family = "sparse", dtype = d.dtype, kv_dtype = d.kv_dtype, m_tile = 64 }
+        specs[i] = { family = "sparse", dtype = d.dtype, kv_dtype = d.kv_dtype, m_tile = 64, arch = d.arch }
     end
     return specs -- the caller sorts by name
 end

@@ -4,7 +4,7 @@
 local M = {}
 
 local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
-local format = string.format
+local format, lower = string.format, string.lower
 local concat = table.concat
 local util = require "dcpattn.util"
 local types = require "dcpattn.types"
@@ -130,7 +130,10 @@ function M.sparse(desc, v, dtype, where)
     end
     local ok, err = mla_page(v, where)
     if not ok then return nil, err end
-    return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64 }, where)
+    -- the FP8 cache on sm_90a: the MLA kernel's wgmma pipeline (sparse.lua)
+    local fp8ds = type(desc.kv_dtype) == "string" and lower(desc.kv_dtype) == sparse.fp8ds
+    local arch = fp8ds and v.arch >= 90 and v.arch < 100 and 90 or nil
+    return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64, arch = arch }, where)
 end
 
 return M

@@ -107,8 +107,9 @@ end
 
 -- Installs the name machinery of family module F from its name layout: an array of
 -- { field } (a dtype, e.g. bf16), { field, letter } (an integer after a letter, e.g. d128)
--- and { field, prefix, optional = field2 } (a dtype after a prefix, e.g. kve4m3, left out of
--- the name when it equals field2's value and then taken as it), in name order. F has
+-- and { field, prefix, optional = field2 } (a value after a prefix, e.g. kve4m3, left out of
+-- the name when it equals field2's value and then taken as it; optional = true: left out when
+-- absent, e.g. the arch of sparse_bf16_kvfp8ds_m64_sm90), in name order. F has
 -- .family and .form; check(spec) validates the known fields and returns the normalized spec
 -- or nil, message. Sets F.validate, F.parse and F.name.
 function M.family(F, layout, check)
@@ -140,7 +141,7 @@ function M.family(F, layout, check)
         for _, f in ipairs(layout) do
             local v = fields[i]
             if f.optional then
-                local t = v and match(v, "^" .. f[2] .. "(%a%w*)$")
+                local t = v and match(v, "^" .. f[2] .. "(%w+)$")
                 if t then
                     spec[f[1]] = t
                     i, taken = i + 1, taken + 1
