@@ -27,13 +27,15 @@
 //
 // Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
 // lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
+//   select          sparse only: sparse_select (sparse.cuh), the token's kept rows, once per CTA
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), FP8 with
 //                   a bf16 query q_tile_to_fp16, then load_q_rope (the rope block's Q
 //                   fragments, kept in registers)
 //   per tile
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
-//                   last tile's V rows past the last visible key); FP8: convert (convert_tile)
+//                   last tile's V rows past the last visible key); FP8: convert (convert_tile);
+//                   sparse: row_of (a row's cache offset), gather (cp.async of the kept rows)
 //     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
