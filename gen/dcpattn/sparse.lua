@@ -30,9 +30,11 @@ M.DQK, M.DV = mla.DQK, mla.DV  -- the MLA row: 512 latent + 64 RoPE channels, V 
 local M_TILES = { [64] = { threads = 256 } }
 local KV_TILE = 32      -- keys per pipeline stage
 local MAX_TOPK = 2048   -- ids per query token (mma.sync: the compacted list lives in shared memory)
--- sm_90a, FP8 cache: MLA's CTA of 64 heads x 64-key tiles; the compacted list lives in the
--- workspace (8 bytes per id of each CTA), and shared memory is MLA's plus the scales of a stage.
-local SM90 = { arch = 90, threads = 256, kv_tile = 64, stages = 2 }
+-- sm_90a, FP8 cache (name suffix _sm90): MLA's CTA of 64 heads x 64-key tiles; the compacted
+-- list lives in the workspace (8 bytes per id of each CTA), and shared memory is MLA's plus the
+-- scales of stage 0's tile (64 rows x 16 bytes).
+local SM90_ARCH = 90
+local SM90_SCALES = 64 * 16
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
 -- The FP8 layout: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values.
@@ -40,7 +42,8 @@ local FP8DS = "fp8ds"
 local FP8DS_ROW_BYTES = 512 + 4 * 4 + 64 * 2
 
 -- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP3).
-local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS }, { dtype = "bf16", kv_dtype = FP8DS, arch = 90 } }
+local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS },
+    { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -48,6 +51,7 @@ M.max_topk = MAX_TOPK
 M.max_hq = MAX_HQ
 M.fp8ds = FP8DS
 M.fp8ds_row_bytes = FP8DS_ROW_BYTES
+M.sm90_arch = SM90_ARCH
 
 local show = util.show
 
@@ -78,11 +82,11 @@ util.family(M, LAYOUT, function(spec)
     local arch
     if spec.arch ~= nil then
         arch = util.int(spec.arch)
-        if arch ~= SM90.arch then
-            return nil, format("arch %s not allowed (expected %d, or none)", show(spec.arch), SM90.arch)
+        if arch ~= SM90_ARCH then
+            return nil, format("arch %s not allowed (expected %d, or none)", show(spec.arch), SM90_ARCH)
         end
         if kv_dtype ~= FP8DS then
-            return nil, format("the sm_%d kernel reads the %s cache only, got KV dtype '%s'", SM90.arch, FP8DS, kv_dtype)
+            return nil, format("the sm_%d kernel reads the %s cache only, got KV dtype '%s'", SM90_ARCH, FP8DS, kv_dtype)
         end
     end
     return { family = "sparse", dtype = dtype, kv_dtype = kv_dtype, m_tile = m, arch = arch }
@@ -98,7 +102,7 @@ end
 local function traits(spec)
     if spec.arch then
         local t = mla.traits({ dtype = spec.dtype, m_tile = spec.m_tile })
-        return { threads = t.threads, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + 64 * 16,
+        return { threads = t.threads, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + SM90_SCALES,
             row_list = true }
     end
     local esize = types.info[spec.dtype].size
