@@ -148,8 +148,9 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
     static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
     static constexpr __device__ __forceinline__ int scales_at(int stage) { return stage ? SMEM_P1 : SMEM_SC; }
-    // Sparse: an fp8ds row is 41 chunks of 16 bytes: 32 of e4m3 values, the 4 scales, 8 of bf16 RoPE
-    static constexpr int SP_CHUNKS = 41, SP_SCALES = 32;
+    // Sparse: an fp8ds row is 41 chunks of 16 bytes: 32 of e4m3 values, then the 4 scales (chunk
+    // SP_SCALES), then 8 of bf16 RoPE
+    static constexpr int SP_SCALES = 32;
 
     static_assert(THREADS == 256, "two warpgroups");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");

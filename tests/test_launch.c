@@ -366,58 +366,53 @@ int main(void) {
             m.num_sms = 0;
         }
         dcpattn__cu.TensorMapEncodeTiled = NULL;
-    }
-    /* sparse MLA with the FP8 cache on sm_90a: the MLA kernel's pipeline (variant ..._sm90), one
-       launch of 256 threads per (query slot, block of 64 heads), and a workspace of each CTA's
-       kept rows (max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes) handed to the
-       kernel as topk_rows; the sinks reach rank 0's kernel only */
-    {
-        dcpattn_attn_desc s = d;
-        dcpattn_attn_plan *sp = NULL;
-        int r;
-        s.num_q_heads = 128;
-        s.num_kv_heads = 1;
-        s.head_dim = 576;
-        s.head_dim_v = 512;
-        s.page_size = 64;
-        s.num_splits = 0;
-        s.kv_dtype = DCPATTN_FP8_DS_MLA;
-        s.sparse_topk = 512;
-        for (r = 0; r < 2; r++) {
-            s.dcp_rank = r;
-            ctx->compile_only = 1;
-            CHECK(dcpattn_attn_plan_create(ctx, &s, &sp) == 0, "sparse plan: %s", dcpattn_last_error());
-            if (sp) {
-                const size_t want = ((size_t)4 * 3 * 2 * 512 * 8 + 255) & ~(size_t)255;
-                dcpattn_attn_args sa = a;
-                const launch_rec *r0 = &recs[0];
-                char *ws = (char *)FAKE(0x100000);
-                ctx->compile_only = 0;
-                sp->attn->fn = fake_fn;
-                CHECK(strcmp(dcpattn_attn_variant(sp), "sparse_bf16_kvfp8ds_m64_sm90") == 0 &&
-                          dcpattn_attn_workspace_size(sp) == want,
-                      "sparse plan: variant %s, workspace %zu (want %zu)", dcpattn_attn_variant(sp),
-                      dcpattn_attn_workspace_size(sp), want);
-                sa.v_cache = sa.k_cache;
-                sa.out_stride_h = 0;
-                sa.k_stride_t = 656; /* bytes */
-                sa.k_stride_page = 656 * 64;
-                sa.topk_ids = (const int32_t *)FAKE(0xb00000000ull);
-                sa.sinks = (const float *)FAKE(0xc00000000ull);
-                nrecs = 0;
-                CHECK(dcpattn_attn_run(sp, &sa, NULL, 0, 0) == DCPATTN_STATUS_WORKSPACE && nrecs == 0,
-                      "sparse without a workspace: %s", dcpattn_last_error());
-                CHECK(dcpattn_attn_run(sp, &sa, ws, want, 0) == 0, "sparse run: %s", dcpattn_last_error());
-                CHECK(nrecs == 1 && r0->fn == fake_fn && r0->block == 256 && r0->smem == (unsigned)sp->attn->smem &&
-                          r0->grid[0] == 3 * 3 && r0->grid[1] == 2 && r0->grid[2] == 1 &&
-                          (char *)r0->p.attn.topk_rows == ws && r0->p.attn.topk == 512 &&
-                          r0->p.attn.topk_ids == sa.topk_ids && r0->p.attn.topk_st == 512 &&
-                          r0->p.attn.sinks == (r == 0 ? sa.sinks : NULL),
-                      "sparse launch (rank %d): %d launches, grid %u %u %u, block %u, rows %p, sinks %p", r, nrecs,
-                      r0->grid[0], r0->grid[1], r0->grid[2], r0->block, (void *)r0->p.attn.topk_rows,
-                      (const void *)r0->p.attn.sinks);
-                dcpattn_attn_plan_destroy(sp);
-                sp = NULL;
+        /* sparse MLA with the FP8 cache on sm_90a: the MLA kernel's pipeline (variant ..._sm90), one
+           launch of 256 threads per (query slot, block of 64 heads), and a workspace of each CTA's
+           kept rows (max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes) handed to the
+           kernel as topk_rows; the sinks reach rank 0's kernel only */
+        {
+            dcpattn_attn_desc s = m; /* the MLA descriptor, made sparse */
+            dcpattn_attn_plan *sp = NULL;
+            int r;
+            s.page_size = 64;
+            s.num_splits = 0;
+            s.kv_dtype = DCPATTN_FP8_DS_MLA;
+            s.sparse_topk = 512;
+            for (r = 0; r < 2; r++) {
+                s.dcp_rank = r;
+                ctx->compile_only = 1;
+                CHECK(dcpattn_attn_plan_create(ctx, &s, &sp) == 0, "sparse plan: %s", dcpattn_last_error());
+                if (sp) {
+                    const size_t want = ((size_t)4 * 3 * 2 * 512 * 8 + 255) & ~(size_t)255;
+                    dcpattn_attn_args sa = a;
+                    char *ws = (char *)FAKE(0x100000);
+                    ctx->compile_only = 0;
+                    sp->attn->fn = fake_fn;
+                    CHECK(strcmp(dcpattn_attn_variant(sp), "sparse_bf16_kvfp8ds_m64_sm90") == 0 &&
+                              dcpattn_attn_workspace_size(sp) == want,
+                          "sparse plan: variant %s, workspace %zu (want %zu)", dcpattn_attn_variant(sp),
+                          dcpattn_attn_workspace_size(sp), want);
+                    sa.v_cache = sa.k_cache;
+                    sa.out_stride_h = 0;
+                    sa.k_stride_t = 656; /* bytes */
+                    sa.k_stride_page = 656 * 64;
+                    sa.topk_ids = (const int32_t *)FAKE(0xb00000000ull);
+                    sa.sinks = (const float *)FAKE(0xc00000000ull);
+                    nrecs = 0;
+                    CHECK(dcpattn_attn_run(sp, &sa, NULL, 0, 0) == DCPATTN_STATUS_WORKSPACE && nrecs == 0,
+                          "sparse without a workspace: %s", dcpattn_last_error());
+                    CHECK(dcpattn_attn_run(sp, &sa, ws, want, 0) == 0, "sparse run: %s", dcpattn_last_error());
+                    CHECK(nrecs == 1 && r0->fn == fake_fn && r0->block == 256 && r0->smem == (unsigned)sp->attn->smem &&
+                              r0->grid[0] == 3 * 3 && r0->grid[1] == 2 && r0->grid[2] == 1 &&
+                              (char *)r0->p.attn.topk_rows == ws && r0->p.attn.topk == 512 &&
+                              r0->p.attn.topk_ids == sa.topk_ids && r0->p.attn.topk_st == 512 &&
+                              r0->p.attn.sinks == (r == 0 ? sa.sinks : NULL),
+                          "sparse launch (rank %d): %d launches, grid %u %u %u, block %u, rows %p, sinks %p", r, nrecs,
+                          r0->grid[0], r0->grid[1], r0->grid[2], r0->block, (void *)r0->p.attn.topk_rows,
+                          (const void *)r0->p.attn.sinks);
+                    dcpattn_attn_plan_destroy(sp);
+                    sp = NULL;
+                }
             }
         }
     }
