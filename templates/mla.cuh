@@ -35,7 +35,8 @@
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
 //                   last tile's V rows past the last visible key); FP8: convert (convert_tile);
-//                   sparse: row_of (a row's cache offset), gather (cp.async of the kept rows)
+//                   sparse: sparse_gather (the producer warpgroup's cp.async of the kept rows),
+//                   release (warpgroup 0 is done with the bytes the next gather overwrites)
 //     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
@@ -73,18 +74,24 @@
 // Sparse (MlaTraits SPARSE; instance sparse_bf16_kvfp8ds_m64_sm90, templates/sparse_sm90_inst.cu):
 // the same pipeline over one query token's top-k keys in DeepSeek's FP8 cache (656-byte rows:
 // 512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values). One CTA = one query token x 64 heads
-// (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return; SparseCta). First
-// the stage "select" of sparse.cuh: the cache offsets of the token's kept ids into this CTA's part
-// of the workspace (p.topk_rows); every row sees every kept key. A tile is 64 kept rows, gathered
-// by the 128 threads of warpgroup 0 with 16-byte cp.async (two threads a row) where TMA puts a
-// dense FP8 tile: the e4m3 values as raw blocks 0-7, the RoPE chunks straight into 16-bit block
-// 8 (swizzled), the scales to scales_at(stage) (stage 0: a buffer of its own; stage 1: P1, free
-// from warpgroup 0's PV of the stage's last tile until warpgroup 1's next store_p, which follows
-// its conversion); one mbarrier per stage counts the 128 threads' copies. Warpgroup 0 gathers
-// t0 + 3 as soon as its PV of t1 is done, before it converts t0 + 2: warpgroup 1 converts t0 + 3
-// first thing in its next pair (after the conversion it waited for those rows: SP1 623 -> 569 us). convert_tile makes each
-// value bf16(e4m3 * scale); the MMAs multiply bf16. No k_scale / v_scale; the head's sink (rank
-// 0) joins the row in the epilogue.
+// (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return; SparseCta), 384
+// threads: the two math warpgroups and a producer warpgroup. First the stage "select" of
+// sparse.cuh, by all 384: the cache offsets of the token's kept ids into this CTA's part of the
+// workspace (p.topk_rows); every row sees every kept key. Then the producer hands most of its
+// registers to the math warpgroups (setmaxnreg: 40 against their 232) and gathers every tile
+// (sparse_gather): 64 kept rows by 16-byte cp.async where TMA puts a dense FP8 tile (the e4m3
+// values as raw blocks 0-7, the RoPE chunks straight into 16-bit block 8, swizzled, the scales to
+// scales_at(stage): stage 0 a buffer of its own, stage 1 P1, free from warpgroup 0's PV of the
+// stage's last tile until warpgroup 1's next store_p, which follows its conversion), one
+// mbarrier per stage counting the 128 threads' copies. It gathers tile t into stage s as soon as
+// warpgroup 0 is done with the bytes there (raw_free[s]: one arrival from each of its warps,
+// after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1) V(t1) for stage 1, which follows warpgroup
+// 1's S of t1); warpgroup 1's V half (blocks 4-7) is not touched by the gather, and the
+// conversion of the stage waits for warpgroup 1 as for a dense FP8 tile (barrier 4, or its own
+// order). convert_tile makes each value bf16(e4m3 * scale); the MMAs multiply bf16. No k_scale /
+// v_scale; the head's sink (rank 0) joins the row in the epilogue. Named barriers: 1 the math
+// warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
+// scales go to P1).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -123,6 +130,10 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     using MT = typename type_if<FP8 && !SPARSE, fp16, T>::type;
     static constexpr int GROUP = GROUP_;
     static constexpr int THREADS = THREADS_;
+    // two warpgroups of math; sparse: a third, the producer (see "Sparse" above), and how the
+    // 168 registers a thread gets at launch are shared out between them (setmaxnreg)
+    static constexpr int MATH_THREADS = 256;
+    static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
@@ -152,7 +163,8 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     // SP_SCALES), then 8 of bf16 RoPE
     static constexpr int SP_SCALES = 32;
 
-    static_assert(THREADS == 256, "two warpgroups");
+    static_assert(THREADS == MATH_THREADS + (SPARSE ? 128 : 0), "two warpgroups (sparse: and the producer)");
+    static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
@@ -182,6 +194,13 @@ template <int ID> __device__ __forceinline__ bool nbar_or128(bool x) {
 // The barrier inside warpgroup wg (warp-uniform).
 __device__ __forceinline__ bool wg_or(int wg, bool x) { return wg ? nbar_or128<7>(x) : nbar_or128<6>(x); }
 __device__ __forceinline__ void wg_sync(int wg) { wg ? nbar_sync<7, 128>() : nbar_sync<6, 128>(); }
+// The barrier of the two math warpgroups: the CTA's, or (sparse, with a producer) barrier 1.
+template <class Tr> __device__ __forceinline__ void math_sync() {
+    if constexpr (Tr::THREADS == Tr::MATH_THREADS)
+        __syncthreads();
+    else
+        nbar_sync<1, Tr::MATH_THREADS>();
+}
 
 // A shared-memory descriptor from its two halves, built where it is used (volatile: the
 // compiler would otherwise hoist all loop-invariant descriptors into registers).
@@ -207,7 +226,7 @@ template <class Tr, class Cta>
 __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const Cta &cta, unsigned sQ, int tid) {
     constexpr int CHUNKS = Tr::CHUNKS;
     const char *qb = static_cast<const char *>(p.q);
-    for (int idx = tid; idx < Tr::M_TILE * CHUNKS; idx += Tr::THREADS) {
+    for (int idx = tid; idx < Tr::M_TILE * CHUNKS; idx += Tr::MATH_THREADS) {
         const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
         const bool ok = R < cta.nrows;
         const long long off = cta.q_chunk(0, R, c);
@@ -317,8 +336,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and writes rows whose swizzle
 // spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie where 16-bit blocks 0-3
 // go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes; the order keeps every
-// raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw byte); raw 8, 0, 1
-// into registers; the warpgroup meets; 8; raw 2, 3 -> 2, 3; 0; the warpgroup meets; 1. The
+// raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw byte), the four
+// loaded before any is converted; raw 8 and 0-3 into registers; the warpgroup meets; 8, 0-3. The
 // caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
 // ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
 // later).
@@ -379,41 +398,36 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
             x1 = scale_of(blk >> 1, 1);
         }
     };
-    auto move = [&](int blk) {  // raw blk -> 16-bit blk through registers
-        unsigned w[2][4];
-        fetch(blk, 0, w[0]);
-        fetch(blk, 1, w[1]);
-        put(blk, 0, w[0], x0);
-        put(blk, 1, w[1], x1);
-    };
+    // a thread's two pieces of four raw blocks, all loaded before any is converted
+    unsigned w[4][2][4];
+    auto fetch4 = [&](int b0) {
 #pragma unroll
-    for (int blk = 4; blk < 8; ++blk) {
+        for (int b = 0; b < 4; ++b) {
+            fetch(b0 + b, 0, w[b][0]);
+            fetch(b0 + b, 1, w[b][1]);
+        }
+    };
+    auto put2 = [&](int blk, int b) {
         if (!(blk & 1)) scales(blk);
-        move(blk);
-    }
-    unsigned r8[2][4], r0[2][4], r1[2][4];
+        put(blk, 0, w[b][0], x0);
+        put(blk, 1, w[b][1], x1);
+    };
+    fetch4(4);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) put2(4 + b, b);
+    unsigned r8[2][4];
     if constexpr (!Tr::SPARSE) {
         fetch(8, 0, r8[0]);
         fetch(8, 1, r8[1]);
     }
-    fetch(0, 0, r0[0]);
-    fetch(0, 1, r0[1]);
-    fetch(1, 0, r1[0]);
-    fetch(1, 1, r1[1]);
-    wg_sync(wg);  // raw blocks 0, 1 and 4-8 read
+    fetch4(0);
+    wg_sync(wg);  // every raw byte read
     if constexpr (!Tr::SPARSE) {
         put(8, 0, r8[0], x0);
         put(8, 1, r8[1], x1);
     }
-    scales(2);
-    move(2);
-    move(3);
-    scales(0);
-    put(0, 0, r0[0], x0);
-    put(0, 1, r0[1], x1);
-    wg_sync(wg);  // raw blocks 2, 3 read
-    put(1, 0, r1[0], x0);
-    put(1, 1, r1[1], x1);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) put2(b, b);
     if constexpr (Tr::SPARSE) {
         // block 8 (RoPE, landed in bf16 by cp.async, a generic-proxy write of other threads): rewritten
         // by this warpgroup, so that the fence below orders it before the wgmma (async proxy) reads it
@@ -427,18 +441,60 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     wg_sync(wg);
 }
 
+// Sparse: the producer warpgroup (pt = tid - 256) gathers every tile: tile t, the kept rows
+// 64 t .. 64 t + 63 of the list `rows` (n entries), into stage s = t % 2 once warpgroup 0 is done
+// with the bytes there that the gather overwrites (raw_free[s], its 4 warps' arrivals; tile 1 once
+// Q's rope block, where stage 1's scales go, is read: named barrier 5), two threads a row by
+// 16-byte cp.async, completing on the stage's mbarrier (the converting warpgroup waits for it). Of
+// the row's 41 chunks, half h = pt % 2 takes the e4m3 chunks c = 2 i + h (channels 16 c..), each
+// to raw block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile), RoPE chunks 4 h .. 4 h + 3
+// (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales, to scales_at(stage). Rows
+// past the list read nothing (the conversion writes zeros there).
+template <class Tr>
+__device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, const long long *rows, int n,
+                                              unsigned base, unsigned bars, int pt) {
+    constexpr int KV_TILE = Tr::KV_TILE, BLOCKS = Tr::BLOCKS;
+    const char *kb = static_cast<const char *>(p.k);
+    const int n_tiles = (n + KV_TILE - 1) / KV_TILE, r = pt >> 1, h = pt & 1;
+#pragma unroll 1
+    for (int t = 0; t < n_tiles; ++t) {
+        const int s = t & 1, k = t * KV_TILE + r;
+        const long long off = k < n ? rows[k] : -1;
+        if (t == 1) nbar_sync<5, Tr::THREADS>();  // Q's rope block is read
+        if (t >= 2) mbar_wait(bars + 8 * (BLOCKS * s + 1), ((t >> 1) - 1) & 1);  // raw_free[s] of tile t - 2
+        if (off >= 0) {
+            const char *row = kb + off;
+            const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
+#pragma unroll
+            for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
+                cp_async16(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
+            if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+            const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
+                const int j = 4 * h + i;
+                cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+            }
+        }
+        cp_async_mbar_arrive(bars + 8 * (BLOCKS * s));
+    }
+    if (n_tiles < 2) nbar_sync<5, Tr::THREADS>();  // (the math warpgroups' arrival there)
+    cp_async_wait<0>();  // (no copy outlives its thread)
+}
+
 // Stage "split merge" of the two warpgroups: each holds the sums of its half of every row's keys
 // (l_lo, l_hi of this thread's quad); both end with the whole rows' sums. xm: 2 x 64 floats of
 // shared memory no one else reads meanwhile.
+template <class Tr>
 __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *xm, int wg, int r_lo, int r_hi, int q4) {
     l_lo = quad_sum(l_lo);
     l_hi = quad_sum(l_hi);
-    __syncthreads();  // every reader of xm is past it
+    math_sync<Tr>();  // every reader of xm is past it
     if (q4 == 0) {
         xm[wg * 64 + r_lo] = l_lo;
         xm[wg * 64 + r_hi] = l_hi;
     }
-    __syncthreads();
+    math_sync<Tr>();
     l_lo += xm[(wg ^ 1) * 64 + r_lo];
     l_hi += xm[(wg ^ 1) * 64 + r_hi];
 }
@@ -677,7 +733,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         if (!sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
     int sp_b = 0, sp_n = 0;
     long long sp_t = 0;
-    const long long *sp_rows = nullptr;  // sparse: the cache offsets of the token's kept rows
     if constexpr (Tr::SPARSE) {
         sp_b = blockIdx.x / p.max_q_len;
         const int i = blockIdx.x % p.max_q_len, q0 = ldg_i32(p.cu_seqlens_q + sp_b);
@@ -686,14 +741,21 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     }
     if (tid == 0) {
 #pragma unroll
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i) mbar_init(bar_full + 8 * i, Tr::SPARSE ? 128 : 1);
+        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)  // (sparse: the gather's at block 0, raw_free at 1)
+            mbar_init(bar_full + 8 * i, Tr::SPARSE ? (i % BLOCKS == 1 ? 4 : 128) : 1);
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
         long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
         sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
                                                           reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
-        sp_rows = rows;
+        // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
+        if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
+            setmaxnreg_dec<Tr::PRODUCER_REGS>();
+            sparse_gather<Tr>(p, rows, sp_n, base, bar_full, tid - Tr::MATH_THREADS);
+            return;
+        }
+        setmaxnreg_inc<Tr::MATH_REGS>();
     }
     using Cta = typename type_if<Tr::SPARSE, SparseCta, AttnCta<GROUP, M_TILE, KV_TILE>>::type;
     unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
@@ -757,37 +819,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                                     bar);
                 }
             };
-            // Sparse: tile t's rows into stage t % 2 by the 128 threads of warpgroup 0 (tid < 128), two a
-            // row: list entry 64 t + tid / 2 (its cache offset off, -1 past the list: nothing read) by 16-byte
-            // cp.async, completing on the stage's one mbarrier. Of the row's 41 chunks, half h = tid % 2
-            // takes the e4m3 chunks c = 2 i + h (channels 16 c..), each to raw block c / 4 (64 bytes a row,
-            // as TMA lays a dense FP8 tile), RoPE chunks 4 h .. 4 h + 3 (bf16 already) into 16-bit block 8,
-            // swizzled, and half 0 the scales, to scales_at(stage).
-            auto row_of = [&](int t) -> long long {
-                const int k = t * KV_TILE + (tid >> 1);
-                return k < sp_n ? sp_rows[k] : -1;
-            };
-            auto gather = [&](int t, long long off) {
-                const int s = t & 1, r = tid >> 1, h = tid & 1;
-                if (off >= 0) {
-                    const char *row = static_cast<const char *>(p.k) + off;
-                    const unsigned raw = sK + s * TILE_BYTES + r * 64 + h * 16;
-#pragma unroll
-                    for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
-                        cp_async16(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
-                    if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
-                    const unsigned rope = sK + s * TILE_BYTES + (BLOCKS - 1) * BLOCK_BYTES + r * 128;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
-                        const int j = 4 * h + i;
-                        cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
-                    }
-                }
-                cp_async_mbar_arrive(full(s, 0));
-            };
-            if constexpr (Tr::SPARSE) {
-                if (tid < 128 && n_tiles > 0) gather(0, row_of(0));  // (tile 1 once Q's rope block is read)
-            } else if (tid == 0) {
+            if (!Tr::SPARSE && tid == 0) {  // (sparse: the producer's)
                 for (int t = 0; t < 2 && t < n_tiles; ++t) {
                     TileSrc src;
                     lookup(t, src);
@@ -804,7 +836,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 if constexpr (!same_type<typename Tr::T, fp16>)
                     scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
             }
-            __syncthreads();  // Q in place, barriers initialized
+            math_sync<Tr>();  // Q in place, barriers initialized
 
             // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
             const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wi = warp & 3, tw = tid & 127;
@@ -816,9 +848,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 
             unsigned qr[4][4];
             load_q_rope<Tr>(qr, sQ, wi, lane);
-            __syncthreads();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            math_sync<Tr>();  // Q's rope block is read: from here on it holds P of warpgroup 1
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
-                if (wg == 0 && n_tiles > 1) gather(1, row_of(1));
+                nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
             // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
@@ -976,6 +1008,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 
+            // Sparse: warpgroup 0 is done with the bytes of stage s that the next gather there overwrites
+            // (raw_free[s], one arrival a warp, after the warp's wait for its last wgmma reading them)
+            auto release = [&](int s) {
+                if (lane == 0) mbar_arrive(full(s, 1));
+            };
             // FP8: tile t into fp16 by the warpgroup that computes its S, before it does
             auto convert = [&](int t) {
                 convert_tile<Tr>(sK + (t & 1) * TILE_BYTES, full(t & 1, 0), base + Tr::scales_at(t & 1), parity(t),
@@ -1004,16 +1041,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
             // it last, as soon as it is done with it.
             TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (lane 0 of each warp)
-            long long so0 = -1, so1 = -1;  // sparse: this thread's rows of them (warpgroup 0)
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
-                if constexpr (Tr::SPARSE) {
-                    if (wg == 0) {
-                        if (next0) so0 = row_of(t0 + 2);
-                        if (next1) so1 = row_of(t0 + 3);
-                    }
-                } else if (elected) {
+                if (!Tr::SPARSE && elected) {
                     if (next0) lookup(t0 + 2, pg0);
                     if (next1) lookup(t0 + 3, pg1);
                 }
@@ -1030,7 +1061,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if constexpr (Tr::SPARSE) {
-                        if (next0) gather(t0 + 2, so0);
+                        if (next0) release(0);  // blocks 0-3 and 8 of stage 0 are read
                     } else if (elected && next0) {
                         refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
                     }
@@ -1040,10 +1071,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
                     if constexpr (Tr::SPARSE)
-                        if (next1) {  // tile t0 + 3 before converting t0 + 2: warpgroup 1 converts it next
+                        if (next1) {  // tile t0 + 3 may come before t0 + 2 is converted: warpgroup 1 converts it next
                             wgmma_wait<0>();
                             fence_regs(o);
-                            gather(t0 + 3, so1);  // (its scales into P1: O0 += P(t1) V(t1) is done)
+                            release(1);  // blocks 0-3 of stage 1 are read (8 by warpgroup 1's S of t1, before P(t1))
                         }
                     if constexpr (Tr::FP8)
                         if (next0) {
@@ -1120,7 +1151,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live);
-                sum_warpgroups(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
+                sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
 
                 store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
             }

@@ -38,6 +38,15 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 // Generic-proxy writes of shared memory (cp.async included) -> visible to the async proxy (wgmma).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// Warpgroup register budgets (sm_90a; every thread of the warpgroup executes it): a warpgroup
+// gives registers back to the CTA's pool, another takes them (waiting until they are there).
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 // Read-only (non-coherent) 32-bit load.
 __device__ __forceinline__ int ldg_i32(const int *p) {
     int v;
@@ -162,6 +171,10 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     } while (!done);
 }
 
+// Arrive on mbarrier `bar` (release: this thread's earlier writes are seen by its waiters).
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 // Expect `bytes` more of the bulk (TMA) copies on `bar` and arrive (its count is 1).
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");

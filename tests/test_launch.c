@@ -402,7 +402,7 @@ int main(void) {
                     CHECK(dcpattn_attn_run(sp, &sa, NULL, 0, 0) == DCPATTN_STATUS_WORKSPACE && nrecs == 0,
                           "sparse without a workspace: %s", dcpattn_last_error());
                     CHECK(dcpattn_attn_run(sp, &sa, ws, want, 0) == 0, "sparse run: %s", dcpattn_last_error());
-                    CHECK(nrecs == 1 && r0->fn == fake_fn && r0->block == 256 && r0->smem == (unsigned)sp->attn->smem &&
+                    CHECK(nrecs == 1 && r0->fn == fake_fn && r0->block == 384 && r0->smem == (unsigned)sp->attn->smem &&
                               r0->grid[0] == 3 * 3 && r0->grid[1] == 2 && r0->grid[2] == 1 &&
                               (char *)r0->p.attn.topk_rows == ws && r0->p.attn.topk == 512 &&
                               r0->p.attn.topk_ids == sa.topk_ids && r0->p.attn.topk_st == 512 &&

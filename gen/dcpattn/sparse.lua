@@ -30,10 +30,11 @@ M.DQK, M.DV = mla.DQK, mla.DV  -- the MLA row: 512 latent + 64 RoPE channels, V 
 local M_TILES = { [64] = { threads = 256 } }
 local KV_TILE = 32      -- keys per pipeline stage
 local MAX_TOPK = 2048   -- ids per query token (mma.sync: the compacted list lives in shared memory)
--- sm_90a, FP8 cache (name suffix _sm90): MLA's CTA of 64 heads x 64-key tiles; the compacted
--- list lives in the workspace (8 bytes per id of each CTA), and shared memory is MLA's plus the
--- scales of stage 0's tile (64 rows x 16 bytes).
+-- sm_90a, FP8 cache (name suffix _sm90): MLA's CTA of 64 heads x 64-key tiles plus a producer
+-- warpgroup that gathers them; the compacted list lives in the workspace (8 bytes per id of each
+-- CTA), and shared memory is MLA's plus the scales of stage 0's tile (64 rows x 16 bytes).
 local SM90_ARCH = 90
+local SM90_PRODUCER = 128
 local SM90_SCALES = 64 * 16
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
@@ -102,7 +103,7 @@ end
 local function traits(spec)
     if spec.arch then
         local t = mla.traits({ dtype = spec.dtype, m_tile = spec.m_tile })
-        return { threads = t.threads, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + SM90_SCALES,
+        return { threads = t.threads + SM90_PRODUCER, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + SM90_SCALES,
             row_list = true }
     end
     local esize = types.info[spec.dtype].size
