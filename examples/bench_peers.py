@@ -21,7 +21,11 @@
               with kv_data_type float8_e4m3fn; every variant returns the LSE, as a DCP rank must;
               the fastest correct variant is the row's time;
   flashmla    FlashMLA's dense bf16 SM90 decode (page 64, the same 576-wide cache), built by
-              examples/peers/build_flashmla.sh; --flashmla-so names the extension.
+              examples/peers/build_flashmla.sh; --flashmla-so names the extension. On SP1 (sparse
+              MLA, W 1) its sparse FP8 SM90 decode on the same 656-byte rows, pages of 64 and
+              top-k ids, given as cache slots (page * 64 + offset, FlashMLA's form: the mapping
+              is outside the timed call); --flashmla-sparse-so names that extension. It takes 64
+              or 128 query heads (SP2's 16: skipped).
   FlashInfer and FlashMLA have no DCP mask: at q_len > 1 they run the plain causal mask on the
   same shard (row i sees the first S - q_len + 1 + i local keys); the line says
   "mask": "causal, not DCP" where that differs from the DCP mask of the case and
@@ -340,12 +344,33 @@ def default_flashmla_so():
     return built if os.path.exists(built) or not os.path.exists(ahead) else os.path.normpath(ahead)
 
 
-def load_flashmla(path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("flashmla_dense", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def default_flashmla_sparse_so(dense_so):
+    if os.environ.get("FLASHMLA_SPARSE_SO"):
+        return os.environ["FLASHMLA_SPARSE_SO"]
+    return os.path.join(os.path.dirname(dense_so), "flashmla_sparse.so")
+
+
+# The sparse MLA cases of the benchmark (examples/bench.cu SP1, SP2) at W = 1: per sequence L
+# keys in pages of 64, per query token a distinct top-k of them; FP8 rows of 656 bytes (512 e4m3
+# values without NaN, 4 fp32 scales of 2^-9 .. 2^-7, 64 bf16 RoPE values in +-1), q in +-3.
+SPARSE = {"SP1": {"B": 128, "Hq": 128, "q_len": 2, "topk": 2048, "L": 4096},
+          "SP2": {"B": 128, "Hq": 16, "q_len": 2, "topk": 2048, "L": 4096}}
+
+
+def load_flashmla(torch, path, name, what):
+    """FlashMLA's extension `name` at path: (module, None), or (None, why not)."""
+    if not os.path.exists(path):
+        return None, "%s not built (examples/peers/build_flashmla.sh)" % path
+    if torch.cuda.get_device_capability(0) != (9, 0):
+        return None, "FlashMLA's %s runs on SM90 only" % what
+    try:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod, None
+    except Exception as e:  # noqa: BLE001
+        return None, "load %s: %s" % (path, e)
 
 
 # ---------------------------------------------------------------- self-test (CPU)
@@ -430,10 +455,15 @@ def main():
     ap.add_argument("--flashmla-so", default=default_flashmla_so(),
                     help="FlashMLA's dense decode extension: $FLASHMLA_SO, else the one examples/peers/"
                          "build_flashmla.sh built, else one compiled ahead in .peers/flashmla/prebuilt")
+    ap.add_argument("--flashmla-sparse-so", default=None,
+                    help="FlashMLA's sparse decode extension: $FLASHMLA_SPARSE_SO, else flashmla_sparse.so next "
+                         "to the dense one")
     ap.add_argument("--prebuild", action="store_true", help="compile FlashInfer's modules and exit")
     ap.add_argument("--list", action="store_true", help="print the case table and exit")
     ap.add_argument("--selftest", action="store_true", help="CPU checks of the layout and reference")
     args = ap.parse_args()
+    if args.flashmla_sparse_so is None:
+        args.flashmla_sparse_so = default_flashmla_sparse_so(args.flashmla_so)
     only = [x for x in args.only.split(",") if x]
     peers = [x for x in args.peers.split(",") if x]
     for p in peers:
@@ -469,7 +499,7 @@ def main():
     emit({"torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
 
     cases = make_cases()
-    known = set(cases) | {m[0] for m in MERGE}
+    known = set(cases) | {m[0] for m in MERGE} | set(SPARSE)
     for x in only:
         if x not in known:
             emit({"case": x, "peer": "*", "status": "skipped", "reason": "case not known to bench_peers.py"})
@@ -501,6 +531,17 @@ def main():
         if extra:
             obj.update(extra)
         emit(obj)
+
+    def report_checked(key, peer, err, extra, fn, nbytes, flops):
+        # a peer's result after its check against the reference: "wrong", or timed
+        extra["max_err"] = err if math.isfinite(err) else "inf"
+        if not err <= args.tol:
+            obj = {"case": key, "peer": peer, "status": "wrong",
+                   "reason": "output differs from the float32 reference (max_err over --tol %g)" % args.tol}
+            obj.update(extra)
+            emit(obj)
+        else:
+            report(key, peer, bench(fn), nbytes, flops, extra)
 
     def skip(key, peer, why):
         emit({"case": key, "peer": peer, "status": "skipped", "reason": str(why).strip().splitlines()[0][:300]
@@ -611,15 +652,7 @@ def main():
             fi_err = "import flashinfer: %s" % e
     fm = fm_err = None
     if "flashmla" in peers:
-        if not os.path.exists(args.flashmla_so):
-            fm_err = "%s not built (examples/peers/build_flashmla.sh)" % args.flashmla_so
-        elif torch.cuda.get_device_capability(0) != (9, 0):
-            fm_err = "FlashMLA's dense decode runs on SM90 only"
-        else:
-            try:
-                fm = load_flashmla(args.flashmla_so)
-            except Exception as e:  # noqa: BLE001
-                fm_err = "load %s: %s" % (args.flashmla_so, e)
+        fm, fm_err = load_flashmla(torch, args.flashmla_so, "flashmla_dense", "dense decode")
     ws = None
     gen = torch.Generator().manual_seed(args.seed)
     reserve = 20 if "flex" in peers else 0  # leave FlexAttention a little of the budget
@@ -730,17 +763,10 @@ def main():
                         torch.cuda.synchronize()
                         first = time.monotonic() - t
                         err = max(rel_err(torch, out[b], refs[b]) for b in vseq)
-                        extra = dict(common, plan_first_ms=round(first * 1e3, 3),
-                                     max_err=err if math.isfinite(err) else "inf", extension=args.flashmla_so)
-                        if not err <= args.tol:
-                            obj = {"case": key, "peer": "flashmla", "status": "wrong",
-                                   "reason": "output differs from the float32 reference (max_err over --tol %g)" % args.tol}
-                            obj.update(extra)
-                            emit(obj)
-                        else:
-                            fn = lambda: fm.dense_decode_fwd(qc, pg["k"], c.Dv, pg["seqlens"], pg["bt"], scale,  # noqa: E731
-                                                             causal, md, ns)
-                            report(key, "flashmla", bench(fn), nbytes, flops, extra)
+                        extra = dict(common, plan_first_ms=round(first * 1e3, 3), extension=args.flashmla_so)
+                        fn = lambda: fm.dense_decode_fwd(qc, pg["k"], c.Dv, pg["seqlens"], pg["bt"], scale,  # noqa: E731
+                                                         causal, md, ns)
+                        report_checked(key, "flashmla", err, extra, fn, nbytes, flops)
                         del out
                     except Exception as e:  # noqa: BLE001
                         print("flashmla %s: %s" % (key, traceback.format_exc(limit=3)), file=sys.stderr)
@@ -750,6 +776,70 @@ def main():
         torch.cuda.empty_cache()
     del ws
     torch.cuda.empty_cache()
+
+    # ---------------- sparse MLA: FlashMLA's sparse FP8 decode (asked for by id only) ----------------
+    sparse = [cid for cid in SPARSE if only and cid in only]
+    if sparse and "flashmla" in peers:
+        fs, fs_err = load_flashmla(torch, args.flashmla_sparse_so, "flashmla_sparse", "sparse FP8 decode")
+        for cid in sparse:
+            sc = SPARSE[cid]
+            B, Hq, s_q, topk, L = sc["B"], sc["Hq"], sc["q_len"], sc["topk"], sc["L"]
+            if fs is None:
+                skip(cid, "flashmla", fs_err)
+                continue
+            if Hq not in (64, 128):
+                skip(cid, "flashmla", "FlashMLA's sparse decode takes 64 or 128 query heads, not %d" % Hq)
+                continue
+            if left() < 10 + reserve:
+                skip(cid, "flashmla", "time budget spent")
+                continue
+            try:
+                torch.cuda.empty_cache()
+                pages = L // 64
+                nblk = B * pages
+                kv = torch.empty((nblk, 64, 1, 656), dtype=torch.uint8, device=dev)
+                e8 = torch.randint(0, 256, (nblk, 64, 512), dtype=torch.uint8, device=dev)
+                e8 = torch.where((e8 & 0x7F) == 0x7F, e8 ^ 1, e8)  # no NaN
+                kv[:, :, 0, :512] = e8
+                scl = torch.pow(2.0, -7.0 - torch.randint(0, 3, (nblk, 64, 4), device=dev).float())
+                kv[:, :, 0, 512:528] = scl.contiguous().view(torch.uint8).view(nblk, 64, 16)
+                rope = rand((nblk, 64, 64))
+                kv[:, :, 0, 528:] = rope.contiguous().view(torch.uint8).view(nblk, 64, 128)
+                bt = torch.randperm(nblk, device=dev, dtype=torch.int32).view(B, pages)
+                ids = torch.rand((B, s_q, L), device=dev).argsort(-1)[..., :topk].to(torch.int32)
+                slots = (torch.gather(bt, 1, (ids // 64).view(B, -1).long()).view(B, s_q, topk) * 64 +
+                         ids % 64).to(torch.int32).contiguous()
+                q = rand((B, s_q, Hq, 576), amp=3.0)
+                scale = 1.0 / math.sqrt(576)
+                kept = B * s_q * topk
+                nbytes = kept * 656 * ((Hq + 63) // 64) + q.numel() * 2 + B * s_q * Hq * (512 * 2 + 4) + kept * 4
+                flops = 2 * Hq * (576 + 512) * kept
+                t = time.monotonic()
+                out, lse, md, ns = fs.sparse_decode_fwd(q, kv, slots, None, None, None, None, None, None, None, 512,
+                                                        scale)
+                torch.cuda.synchronize()
+                first = time.monotonic() - t
+                err = 0.0
+                flat = kv.view(nblk * 64, 656)
+                for b in sorted({0, B - 1}):  # the float32 reference of the dequantized rows
+                    rows = flat[slots[b].long().view(-1)]
+                    vals = rows[:, :512].contiguous().view(torch.float8_e4m3fn).float()
+                    sc4 = rows[:, 512:528].contiguous().view(torch.float32)
+                    k = torch.cat([(vals.view(-1, 4, 128) * sc4.unsqueeze(-1)).view(-1, 512),
+                                   rows[:, 528:].contiguous().view(torch.bfloat16).float()], 1).view(s_q, topk, 576)
+                    sco = torch.einsum("shd,skd->shk", q[b].float(), k) * scale
+                    ref = torch.einsum("shk,skd->shd", torch.softmax(sco, -1), k[..., :512])
+                    err = max(err, rel_err(torch, out[b], ref))
+                extra = {"mask": "top-k ids as cache slots", "plan_first_ms": round(first * 1e3, 3),
+                         "extension": args.flashmla_sparse_so}
+                fn = lambda: fs.sparse_decode_fwd(q, kv, slots, None, None, md, ns, None, None, None,  # noqa: E731
+                                                  512, scale)
+                report_checked(cid, "flashmla", err, extra, fn, nbytes, flops)
+                del out, lse, kv, q
+            except Exception as e:  # noqa: BLE001
+                print("flashmla %s: %s" % (cid, traceback.format_exc(limit=3)), file=sys.stderr)
+                skip(cid, "flashmla", "%s: %s" % (type(e).__name__, e))
+        torch.cuda.empty_cache()
 
     # ---------------- FlexAttention last: each shape compiles (seconds each) ----------------
     if "flex" in peers and contig:

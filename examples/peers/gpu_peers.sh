@@ -5,10 +5,11 @@
 #      /tmp/site and copies FlashInfer modules compiled ahead (.peers/flashinfer-aot/, the same
 #      FlashInfer, nvcc and sm_90a) where FlashInfer looks for them first (NO_AOT=1: not, so
 #      that step 2 measures their compile time here);
-#   2. builds FlashMLA's dense decode (examples/peers/build_flashmla.sh, from .peers/flashmla)
+#   2. builds FlashMLA's dense and sparse decode (examples/peers/build_flashmla.sh, from .peers/flashmla)
 #      and compiles the FlashInfer modules not compiled ahead, both at once, at most BUILD_SECONDS
 #      (default 200) each; without a build, the FlashMLA extension compiled ahead
-#      (.peers/flashmla/prebuilt, against the same PyTorch release) is the peer;
+#      (.peers/flashmla/prebuilt, against the same PyTorch release; flashmla_sparse.so next to
+#      flashmla_dense.so) is the peer;
 #   3. runs examples/bench_peers.py on every case it knows with the peers flashinfer, flashmla,
 #      sdpa and eager (FlexAttention compiles for minutes: `make bench` runs it), at most BUDGET
 #      seconds (default 240), and prints a summary. The whole script stays under 9 minutes.
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/../.." || exit 2
 out=${OUT:-/tmp/peers-out}
 budget=${1:-240}
 build_s=${BUILD_SECONDS:-200}
-cases=G1,G2,M1,M2,M3,S1,S1E,S2,S2E,S3,S3E,S3M,S3ME,S4,S4E,R1,R2
+cases=G1,G2,M1,M2,M3,S1,S1E,S2,S2E,S3,S3E,S3M,S3ME,S4,S4E,R1,R2,SP1,SP2
 mkdir -p "$out" || exit 2
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer-ws}
@@ -67,6 +68,7 @@ tail -n 1 "$out/build-flashmla.log"
 so=${FLASHMLA_BUILD:-/tmp/flashmla}/build/flashmla_dense.so
 [ -f "$so" ] || so=.peers/flashmla/prebuilt/flashmla_dense.so
 [ -f "$so" ] && echo "FlashMLA extension: $so"
+[ -f "$(dirname "$so")/flashmla_sparse.so" ] && echo "FlashMLA sparse extension: $(dirname "$so")/flashmla_sparse.so"
 
 step "running the peers on $cases (at most $budget s)"
 timeout $((budget + 60)) python3 examples/bench_peers.py --budget "$budget" --peers eager,sdpa,flashinfer,flashmla \

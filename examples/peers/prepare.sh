@@ -9,8 +9,9 @@
 # FLASHMLA_GIT and CUTLASS_GIT are clones (or bare mirrors) of FlashMLA and CUTLASS. With
 # --compile, and PyTorch 2.11 + nvcc 13.0 on this machine (FLASHINFER_PYTHON, default python3),
 # it also compiles ahead, for sm_90a: FlashInfer's modules (bf16 caches, and e4m3 caches for
-# the decode and FA2 prefill wrappers) into .peers/flashinfer-aot/ and FlashMLA's extension
-# into .peers/flashmla/prebuilt/ (tens of minutes on few cores). Run it
+# the decode and FA2 prefill wrappers) into .peers/flashinfer-aot/ and FlashMLA's extensions
+# (dense, and sparse where the snapshot has it) into .peers/flashmla/prebuilt/ (tens of minutes
+# on few cores). Run it
 # from anywhere; it writes into the repository root. Add /.whl/ and /.peers/ to
 # .git/info/exclude: neither folder is committed.
 set -eu -o pipefail
@@ -52,6 +53,7 @@ if [ "$compile" = --compile ]; then
     done
     PYTHON=$py FLASHMLA_BUILD="$tmp/flashmla" FLASHMLA_BUILD_SECONDS=3600 bash examples/peers/build_flashmla.sh
     mkdir -p .peers/flashmla/prebuilt && cp "$tmp/flashmla/build/flashmla_dense.so" .peers/flashmla/prebuilt/
+    [ -f "$tmp/flashmla/build/flashmla_sparse.so" ] && cp "$tmp/flashmla/build/flashmla_sparse.so" .peers/flashmla/prebuilt/
     rm -rf "$tmp"
 fi
 du -sh "$root/.whl" "$root/.peers"
