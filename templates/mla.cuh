@@ -132,7 +132,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     static constexpr int THREADS = THREADS_;
     // two warpgroups of math; sparse: a third, the producer (see "Sparse" above), and how the
     // 168 registers a thread gets at launch are shared out between them (setmaxnreg)
-    static constexpr int MATH_THREADS = 256;
+    static constexpr int MATH_THREADS = 256, PRODUCER_THREADS = SPARSE_ ? 128 : 0;
     static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
@@ -163,7 +163,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     // SP_SCALES), then 8 of bf16 RoPE
     static constexpr int SP_SCALES = 32;
 
-    static_assert(THREADS == MATH_THREADS + (SPARSE ? 128 : 0), "two warpgroups (sparse: and the producer)");
+    static_assert(THREADS == MATH_THREADS + PRODUCER_THREADS, "two warpgroups (sparse: and the producer)");
     static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
@@ -741,8 +741,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     }
     if (tid == 0) {
 #pragma unroll
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)  // (sparse: the gather's at block 0, raw_free at 1)
-            mbar_init(bar_full + 8 * i, Tr::SPARSE ? (i % BLOCKS == 1 ? 4 : 128) : 1);
+        // (sparse: at block 0 the gather's, counting the producer's threads; at block 1 raw_free,
+        // counting warpgroup 0's warps)
+        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)
+            mbar_init(bar_full + 8 * i, !Tr::SPARSE ? 1 : i % BLOCKS == 1 ? 4 : Tr::PRODUCER_THREADS);
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
