@@ -83,12 +83,13 @@
 // values as raw blocks 0-7, the RoPE chunks straight into 16-bit block 8, swizzled, the scales to
 // scales_at(stage): stage 0 a buffer of its own, stage 1 P1, free from warpgroup 0's PV of the
 // stage's last tile until warpgroup 1's next store_p, which follows its conversion), one
-// mbarrier per stage counting the 128 threads' copies. It gathers tile t into stage s as soon as
-// warpgroup 0 is done with the bytes there (raw_free[s]: one arrival from each of its warps,
-// after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1) V(t1) for stage 1, which follows warpgroup
-// 1's S of t1); warpgroup 1's V half (blocks 4-7) is not touched by the gather, and the
-// conversion of the stage waits for warpgroup 1 as for a dense FP8 tile (barrier 4, or its own
-// order). convert_tile makes each value bf16(e4m3 * scale); the MMAs multiply bf16. No k_scale /
+// mbarrier per stage, on which each producer thread arrives once its copies of the tile have
+// landed and been fenced for the async proxy (wgmma reads the RoPE block as it landed). It
+// gathers tile t into stage s as soon as warpgroup 0 is done with the bytes there (raw_free[s]:
+// one arrival from each of its warps, after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1)
+// V(t1) for stage 1, which follows warpgroup 1's S of t1); warpgroup 1's V half (blocks 4-7) is
+// not touched by the gather, and the conversion of the stage waits for warpgroup 1 as for a dense
+// FP8 tile (barrier 4, or its own order). convert_tile makes each value bf16(e4m3 * scale); the MMAs multiply bf16. No k_scale /
 // v_scale; the head's sink (rank 0) joins the row in the epilogue. Named barriers: 1 the math
 // warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
 // scales go to P1).
@@ -345,7 +346,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8 already in bf16; a value
 // becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16, then one rounding of its
 // product with the scale split in two bf16 halves (bf16x2_scale); the scales of a piece's row are
-// read once per two blocks. Block 8 is rewritten as it is by the warpgroup (see the end).
+// read once per two blocks. Block 8 is read by wgmma as the producer landed it (see sparse_gather).
 template <class Tr>
 __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned sc, unsigned par, int valid, int wg,
                                              int tw) {
@@ -428,15 +429,6 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     }
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(b, b);
-    if constexpr (Tr::SPARSE) {
-        // block 8 (RoPE, landed in bf16 by cp.async, a generic-proxy write of other threads): rewritten
-        // by this warpgroup, so that the fence below orders it before the wgmma (async proxy) reads it
-        unsigned v[4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) ld_shared_u4(st + (Tr::BLOCKS - 1) * Tr::BLOCK_BYTES + (tw + 128 * j) * 16, v[j]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) st_shared_u4(st + (Tr::BLOCKS - 1) * Tr::BLOCK_BYTES + (tw + 128 * j) * 16, v[j]);
-    }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
 }
@@ -445,7 +437,8 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 // 64 t .. 64 t + 63 of the list `rows` (n entries), into stage s = t % 2 once warpgroup 0 is done
 // with the bytes there that the gather overwrites (raw_free[s], its 4 warps' arrivals; tile 1 once
 // Q's rope block, where stage 1's scales go, is read: named barrier 5), two threads a row by
-// 16-byte cp.async, completing on the stage's mbarrier (the converting warpgroup waits for it). Of
+// 16-byte cp.async; each thread waits for its copies (cp.async.wait_all), fences them for the async
+// proxy and arrives on the stage's mbarrier (the converting warpgroup waits for it). Of
 // the row's 41 chunks, half h = pt % 2 takes the e4m3 chunks c = 2 i + h (channels 16 c..), each
 // to raw block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile), RoPE chunks 4 h .. 4 h + 3
 // (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales, to scales_at(stage). Rows
@@ -476,10 +469,13 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
                 cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
             }
         }
-        cp_async_mbar_arrive(bars + 8 * (BLOCKS * s));
+        // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
+        // before the async proxy; then the stage's mbarrier
+        cp_async_wait_all();
+        fence_proxy_async();
+        mbar_arrive(bars + 8 * (BLOCKS * s));
     }
     if (n_tiles < 2) nbar_sync<5, Tr::THREADS>();  // (the math warpgroups' arrival there)
-    cp_async_wait<0>();  // (no copy outlives its thread)
 }
 
 // Stage "split merge" of the two warpgroups: each holds the sums of its half of every row's keys

@@ -25,16 +25,13 @@ __device__ __forceinline__ void cp_async16_or_zero(unsigned dst, const void *src
                  "l"(src), "r"((unsigned)ok)
                  : "memory");
 }
-// Arrive on mbarrier `bar` once this thread's cp.async copies so far have landed (the barrier's
-// count includes this arrival).
-__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Wait until at most N groups of this thread's copies are in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// Wait until every copy this thread issued has landed, committed to a group or not.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Generic-proxy writes of shared memory (cp.async included) -> visible to the async proxy (wgmma).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 

@@ -13,7 +13,9 @@
    result must follow the new ids. On sm_90 the FP8 cases take the wgmma kernel (variant
    ..._sm90, which keeps its kept rows in the workspace; every other plan needs none) and run a
    second time in a context of arch compute_80, whose plans take the mma.sync kernel that serves
-   every other GPU. Without a GPU it says so and runs nothing.
+   every other GPU. Then the dequantization alone, value by value (dequant_case: Q = 0, every
+   e4m3 encoding under scales of every kind, on both kernels). Without a GPU it says so and
+   runs nothing.
 
    Every reference of a case is built before its GPU work, and the rank references merged on
    the CPU must equal the unsharded one. `test_gpu_sparse --ref-only` does that CPU half alone,
@@ -284,6 +286,45 @@ static int compare(const sp_case *c, const sp_data *d, const sp_ref *f, const ui
     return ref_err_within(eo, bo, floor, floor) && ref_err_within(el, &bl, 2e-3, 1e-4);
 }
 
+/* A sparse MLA plan's descriptor, W = 1 (the caller sets the DCP fields for more) */
+static void sparse_desc(dcpattn_attn_desc *dd, int dtype, int fp8, int hq, int ps, int B, int max_q, int total_q,
+                        int max_seqlen_k, int topk) {
+    memset(dd, 0, sizeof *dd);
+    dd->dtype = (dcpattn_dtype)dtype;
+    dd->kv_dtype = fp8 ? DCPATTN_FP8_DS_MLA : DCPATTN_DTYPE_DEFAULT;
+    dd->num_q_heads = hq;
+    dd->num_kv_heads = 1;
+    dd->head_dim = DQK;
+    dd->head_dim_v = DV;
+    dd->page_size = ps;
+    dd->dcp_world = 1;
+    dd->dcp_interleave = 1;
+    dd->max_batch = B;
+    dd->max_q_len = max_q;
+    dd->max_total_q = total_q;
+    dd->max_seqlen_k = max_seqlen_k;
+    dd->sparse_topk = topk;
+}
+
+/* A sparse run's arguments (K and V the same cache) */
+static void sparse_args(dcpattn_attn_args *a, int B, const void *q, const void *k, int64_t num_pages,
+                        const int32_t *bt, int64_t bt_stride, const int32_t *cu, const int32_t *used, void *out,
+                        float *lse, const int32_t *ids, int64_t ids_stride) {
+    memset(a, 0, sizeof *a);
+    a->batch = B;
+    a->q = q;
+    a->k_cache = a->v_cache = k;
+    a->num_pages = num_pages;
+    a->block_table = bt;
+    a->block_table_stride = bt_stride;
+    a->cu_seqlens_q = cu;
+    a->seqused_k = used;
+    a->out = out;
+    a->lse = lse;
+    a->topk_ids = ids;
+    a->topk_ids_stride = ids_stride;
+}
+
 /* rows compared over all cases, printed at the end: a run that compared nothing shows */
 static int64_t g_rows, g_rows_with_keys;
 
@@ -325,23 +366,12 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
         d_out[r] = gpu_poisoned(2 * (size_t)no, 0xff);
         d_lse[r] = (float *)gpu_poisoned(4 * (size_t)rows, 0xff);
 
-        memset(&dd, 0, sizeof dd);
-        dd.dtype = (dcpattn_dtype)c->dtype;
-        dd.kv_dtype = c->fp8 ? DCPATTN_FP8_DS_MLA : DCPATTN_DTYPE_DEFAULT;
-        dd.num_q_heads = hq;
-        dd.num_kv_heads = 1;
-        dd.head_dim = DQK;
-        dd.head_dim_v = DV;
-        dd.page_size = c->ps;
+        sparse_desc(&dd, c->dtype, c->fp8, hq, c->ps, B, d->max_q, d->total_q, (int)(sh->block_table_stride * c->ps),
+                    topk);
         dd.dcp_world = W;
         dd.dcp_rank = r;
         dd.dcp_interleave = c->I;
         dd.lse_base2 = c->base2;
-        dd.max_batch = B;
-        dd.max_q_len = d->max_q;
-        dd.max_total_q = d->total_q;
-        dd.max_seqlen_k = (int)(sh->block_table_stride * c->ps);
-        dd.sparse_topk = topk;
         s = dcpattn_attn_plan_create(ctx, &dd, &plan);
         CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: plan: %s", what, dcpattn_last_error());
         if (s == DCPATTN_STATUS_SUCCESS) {
@@ -352,20 +382,9 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
                       (wg ? ws == (size_t)B * d->max_q * ((hq + 63) / 64) * topk * 8 : ws == 0),
                   "%s: variant %s, workspace %zu", what, v, ws);
             if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
-            memset(&a, 0, sizeof a);
-            a.batch = B;
-            a.q = d_q;
-            a.k_cache = a.v_cache = d_k;
-            a.num_pages = sh->num_pages;
-            a.block_table = d_bt;
-            a.block_table_stride = sh->block_table_stride;
-            a.cu_seqlens_q = d_cu;
-            a.seqused_k = d_used;
+            sparse_args(&a, B, d_q, d_k, sh->num_pages, d_bt, sh->block_table_stride, d_cu, d_used, d_out[r], d_lse[r],
+                        d_ids, d->stride);
             a.seqused_k_global = d_glob;
-            a.out = d_out[r];
-            a.lse = d_lse[r];
-            a.topk_ids = d_ids;
-            a.topk_ids_stride = d->stride;
             a.topk_count = c->counts ? d_counts : NULL;
             a.sinks = c->sinks ? d_sinks : NULL; /* every rank passes them; rank 0 applies them */
             s = dcpattn_attn_run(plan, &a, d_ws, ws, 0);
@@ -457,6 +476,124 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
     cudaFree(d_q), cudaFree(d_ids), cudaFree(d_counts), cudaFree(d_cu), cudaFree(d_sinks);
 }
 
+/* Dequantization, value by value: Q = 0 makes every score 0, so a token whose kept ids all name
+   copies of one 656-byte row gets out = that row's V exactly (P = 1 for each, l = their count,
+   lse = log(count)). Token t of sequence b keeps 64 - 8 (t % 3) ids (the rest -1), all naming
+   copies of its own row, whose 512 bytes walk through every e4m3 encoding but the NaNs and
+   whose four scales come from one kind per (token, block): powers of two, other bf16 values,
+   any fp32, and values of 128 and more (bf16 or not). Each value must be bf16(e4m3 * scale),
+   rounded to nearest, or within 2^-7 of an ulp of that where the product lies near a tie (the
+   kernels round a product of the scale's two bf16 halves, or of fp32). Hq 128 and 16, q_len 4,
+   on every kernel that reads the FP8 cache (ctx80: the mma.sync one as well). */
+static void dequant_case(dcpattn_context *ctx, int hq, const char *what) {
+    enum { B = 3, QL = 4, TOPK = 64, PS = 64 };
+    const int T = B * QL, L = QL * TOPK, pages = B * L / PS;
+    const int64_t rows = (int64_t)T * hq;
+    uint8_t *cache = (uint8_t *)calloc((size_t)B * L, REF_FP8DS_ROW);
+    uint16_t *q = (uint16_t *)calloc((size_t)(rows * DQK), 2), *out = (uint16_t *)malloc((size_t)(rows * DV) * 2);
+    float *lse = (float *)malloc(4 * (size_t)rows);
+    int32_t ids[B * QL * TOPK], bt[B * (L / PS)], used[B], cu[B + 1], kept[B * QL];
+    uint8_t rowv[B * QL][REF_FP8DS_ROW];
+    dcpattn_attn_desc dd;
+    dcpattn_attn_args a;
+    dcpattn_attn_plan *plan = NULL;
+    void *d_k, *d_q, *d_out, *d_ws = NULL;
+    float *d_lse;
+    int32_t *d_ids, *d_bt, *d_used, *d_cu;
+    size_t ws;
+    int64_t bad = 0, checked = 0, i;
+    int b, t, k, d;
+    for (t = 0; t < T; t++) { /* token t's row */
+        uint8_t *r = rowv[t];
+        const int off = (int)(ref_rand_u64(&seed) % 256);
+        for (d = 0; d < 512; d++) {
+            const uint8_t e = (uint8_t)((d + off) % 256);
+            r[d] = (e & 0x7f) == 0x7f ? (uint8_t)(e & 0x80) : e; /* NaN -> a signed zero */
+        }
+        for (k = 0; k < 4; k++) {
+            const int kind = (t + k) % 5, ex = (int)(ref_rand_u64(&seed) % 27) - 20;
+            const float m = 1.0f + (float)(1 + ref_rand_u64(&seed) % 127) / 128.0f;
+            float sc = kind == 0 ? ldexpf(1.0f, ex)                                 /* 2^-20 .. 2^6 */
+                     : kind == 1 ? ldexpf(m, ex)                                    /* bf16, not a power of two */
+                     : kind == 2 ? (float)ldexp(1.0 + ref_rand_uniform(&seed) * 0.99, ex) /* any fp32 */
+                     : kind == 3 ? ldexpf(m, 7 + ex % 10)                           /* bf16, 128 and more */
+                                 : (float)ldexp(1.5 + ref_rand_uniform(&seed) * 0.4, 7);
+            if (kind == 3 && sc < 128.0f) sc = ldexpf(m, 8);
+            memcpy(r + 512 + 4 * k, &sc, 4);
+        }
+        for (d = 0; d < 64; d++) { /* RoPE: finite bf16 */
+            const uint16_t h = ref_float_to_bf16((float)(ref_rand_uniform(&seed) * 2 - 1));
+            memcpy(r + 528 + 2 * d, &h, 2);
+        }
+    }
+    cu[0] = 0;
+    for (b = 0; b < B; b++) {
+        used[b] = L;
+        cu[b + 1] = cu[b] + QL;
+        for (i = 0; i < L / PS; i++) bt[b * (L / PS) + i] = (int32_t)(b * (L / PS) + (L / PS - 1 - i)); /* reversed */
+        for (t = 0; t < QL; t++) {
+            const int tok = b * QL + t;
+            kept[tok] = TOPK - 8 * (t % 3);
+            for (k = 0; k < TOPK; k++) { /* ids t*64 .. t*64 + kept - 1, rotated, then -1 */
+                const int slot = (k + 5 * t) % TOPK;
+                ids[tok * TOPK + slot] = k < kept[tok] ? t * TOPK + k : -1;
+            }
+            for (k = 0; k < TOPK; k++) { /* the copies: global id g = t*64 + k of sequence b */
+                const int g = t * TOPK + k, page = bt[b * (L / PS) + g / PS];
+                memcpy(cache + ((int64_t)page * PS + g % PS) * REF_FP8DS_ROW, rowv[tok], REF_FP8DS_ROW);
+            }
+        }
+    }
+    (void)pages;
+    d_k = gpu_upload(cache, (size_t)B * L * REF_FP8DS_ROW);
+    d_q = gpu_upload(q, 2 * (size_t)(rows * DQK));
+    d_ids = (int32_t *)gpu_upload(ids, sizeof ids);
+    d_bt = (int32_t *)gpu_upload(bt, sizeof bt);
+    d_used = (int32_t *)gpu_upload(used, sizeof used);
+    d_cu = (int32_t *)gpu_upload(cu, sizeof cu);
+    d_out = gpu_poisoned(2 * (size_t)(rows * DV), 0xff);
+    d_lse = (float *)gpu_poisoned(4 * (size_t)rows, 0xff);
+    sparse_desc(&dd, DCPATTN_BF16, 1, hq, PS, B, QL, T, L, TOPK);
+    DC_OK(dcpattn_attn_plan_create(ctx, &dd, &plan));
+    ws = dcpattn_attn_workspace_size(plan);
+    if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
+    sparse_args(&a, B, d_q, d_k, pages, d_bt, L / PS, d_cu, d_used, d_out, d_lse, d_ids, TOPK);
+    DC_OK(dcpattn_attn_run(plan, &a, d_ws, ws, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    gpu_download(out, d_out, 2 * (size_t)(rows * DV));
+    gpu_download(lse, d_lse, 4 * (size_t)rows);
+    for (i = 0; i < rows; i++) {
+        const int tok = (int)(i / hq);
+        const uint8_t *r = rowv[tok];
+        if (fabs((double)lse[i] - log((double)kept[tok])) > 1e-5) bad++;
+        for (d = 0; d < DV; d++) {
+            float sc;
+            double e, got, ulp;
+            int ex;
+            memcpy(&sc, r + 512 + 4 * (d / 128), 4);
+            e = ref_e4m3_to_double(r[d]) * (double)sc;
+            got = (double)ref_bf16_to_float(out[i * DV + d]);
+            frexp(e, &ex);
+            ulp = ldexp(1.0, ex - 8); /* bf16: 8 significant bits */
+            checked++;
+            if (!(fabs(got - e) <= ulp * (0.5 + 1.0 / 128))) {
+                if (bad < 5)
+                    fprintf(stderr, "  %s: token %d head %d channel %d: e4m3 0x%02x scale %a: got %a, want %a\n",
+                            what, tok, (int)(i % hq), d, r[d], (double)sc, got, e);
+                bad++;
+            }
+        }
+    }
+    CHECK(bad == 0, "%s: %lld of %lld values (and lse) not bf16(e4m3 * scale)", what, (long long)bad,
+          (long long)checked);
+    printf("  %-110s values %lld, bad %lld\n", what, (long long)checked, (long long)bad);
+    g_rows += rows;
+    dcpattn_attn_plan_destroy(plan);
+    cudaFree(d_k), cudaFree(d_q), cudaFree(d_ids), cudaFree(d_bt), cudaFree(d_used), cudaFree(d_cu);
+    cudaFree(d_out), cudaFree(d_lse), cudaFree(d_ws);
+    free(cache), free(q), free(out), free(lse);
+}
+
 int main(int argc, char **argv) {
     static const sp_case cases[] = {
         /* fp8, dtype, hq, ps, W, I, topk, B, q_len[], L[], counts, sinks, base2, stride_pad, graph */
@@ -522,6 +659,20 @@ int main(int argc, char **argv) {
             }
         }
         release(&cases[i], &d);
+    }
+    if (!ref_only) { /* the dequantization, value by value, on every kernel that reads the FP8 cache */
+        static const int heads[2] = {128, 16};
+        for (i = 0; i < 2; i++) {
+            char what[80];
+            snprintf(what, sizeof what, "sparse fp8ds dequantization hq=%d", heads[i]);
+            snprintf(g_case, sizeof g_case, "%s", what);
+            dequant_case(ctx, heads[i], what);
+            if (ctx80) {
+                snprintf(what, sizeof what, "sparse fp8ds dequantization hq=%d compute_80", heads[i]);
+                snprintf(g_case, sizeof g_case, "%s", what);
+                dequant_case(ctx80, heads[i], what);
+            }
+        }
     }
     printf("%d cases, reference %.2f s; unsharded rows %lld: %lld attend to keys, %lld empty\n", n, total,
            (long long)rows, (long long)with_keys, (long long)empty);
