@@ -740,7 +740,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         // (sparse: at block 0 the gather's, counting the producer's threads; at block 1 raw_free,
         // counting warpgroup 0's warps)
         for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)
-            mbar_init(bar_full + 8 * i, !Tr::SPARSE ? 1 : i % BLOCKS == 1 ? 4 : Tr::PRODUCER_THREADS);
+            mbar_init(bar_full + 8 * i, !Tr::SPARSE            ? 1
+                                        : i % BLOCKS == 1 ? Tr::MATH_THREADS / 2 / 32
+                                                          : Tr::PRODUCER_THREADS);
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)

@@ -513,12 +513,11 @@ static void dequant_case(dcpattn_context *ctx, int hq, const char *what) {
         for (k = 0; k < 4; k++) {
             const int kind = (t + k) % 5, ex = (int)(ref_rand_u64(&seed) % 27) - 20;
             const float m = 1.0f + (float)(1 + ref_rand_u64(&seed) % 127) / 128.0f;
-            float sc = kind == 0 ? ldexpf(1.0f, ex)                                 /* 2^-20 .. 2^6 */
+            const float sc = kind == 0 ? ldexpf(1.0f, ex)                                 /* 2^-20 .. 2^6 */
                      : kind == 1 ? ldexpf(m, ex)                                    /* bf16, not a power of two */
                      : kind == 2 ? (float)ldexp(1.0 + ref_rand_uniform(&seed) * 0.99, ex) /* any fp32 */
-                     : kind == 3 ? ldexpf(m, 7 + ex % 10)                           /* bf16, 128 and more */
+                     : kind == 3 ? ldexpf(m, 7 + (ex + 20) % 14)                    /* bf16, 2^7 .. 2^21 */
                                  : (float)ldexp(1.5 + ref_rand_uniform(&seed) * 0.4, 7);
-            if (kind == 3 && sc < 128.0f) sc = ldexpf(m, 8);
             memcpy(r + 512 + 4 * k, &sc, 4);
         }
         for (d = 0; d < 64; d++) { /* RoPE: finite bf16 */
@@ -544,7 +543,6 @@ static void dequant_case(dcpattn_context *ctx, int hq, const char *what) {
             }
         }
     }
-    (void)pages;
     d_k = gpu_upload(cache, (size_t)B * L * REF_FP8DS_ROW);
     d_q = gpu_upload(q, 2 * (size_t)(rows * DQK));
     d_ids = (int32_t *)gpu_upload(ids, sizeof ids);
