@@ -506,21 +506,20 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 // (record of CTA (w, z): 33 x 256 f4, thread-major) under a flag set to the run's token;
 // CTA (w1, z) runs its piece last, waits for the flags (set long before: lower workers run
 // those pieces first, and a CTA only ever waits for CTAs launched before it), adds the states
-// to its own and writes the rows. The states are added in groups of four, so that no CTA adds
-// a long chain of them one after the other (each costs the CTA a round trip to L2: with the
-// 25 states of one sequence added by one CTA, make bench's S3M ran at 67 % of its even twin,
-// in groups of four at 85 %): piece j with j % 4 == 3 (a head) first adds the
-// states of pieces j - 3 .. j - 1 to its own and leaves the sum; the last piece adds the heads'
-// states and those of the pieces after the last head. (Only where every worker holds a unit;
-// with fewer units than workers the last piece adds every state.) A reader waits for all its
-// flags at once and resets them, so a graph replay with the same token starts clean; a fresh
-// token per run keeps any stale word from matching; the order of the additions depends only
-// on the lengths, so a replay gives the bits of an eager run.
+// to its own and writes the rows. The states are added along a binomial tree
+// (dcpattn_sched_tree_read, templates/sched.cuh), so that no CTA adds a long chain of them
+// after the pieces end (each costs the CTA a round trip of a 135 KB state through L2, about
+// 2-3 us): piece j with t trailing one bits first adds the states of pieces j - 1, j - 2, j - 4,
+// .., j - 2^(t-1) to its own and leaves the sum, each as soon as its flag is set; the last
+// piece adds one sum per one bit of its index. (Only where every worker holds a unit; with
+// fewer units than workers the last piece adds every state.) A reader waits for each flag and
+// resets it, so a graph replay with the same token starts clean; a fresh token per run keeps
+// any stale word from matching; the order of the additions depends only on the lengths, so a
+// replay gives the bits of an eager run.
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
     static_assert(DCPATTN_BAL_WORDS >= 6, "the flag and 5 schedule values");
-    static constexpr int GROUP = 4;  // pieces whose states a head adds up (see above)
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
@@ -617,13 +616,12 @@ struct MlaSchedule {
         return (int)(((long long)p.workers * (s + 1) + U - 1) / U - 1);
     }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
-    // a head (see above) adds its group's states first. live: whether this thread's warp holds a
-    // row of the tile (its rows are 16 apart from the other warps': a tile of 16 rows, Hq 16 at
-    // q_len 1, moves a quarter of the bytes).
+    // a piece inside the tree (see above) adds its subtree's states first. live: whether this
+    // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a tile of
+    // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
                                             float &l_lo, float &l_hi, bool live) const {
-        const int j = blockIdx.x - first_worker(p);
-        if (U >= p.workers && j % GROUP == GROUP - 1) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, j - (GROUP - 1));
+        if (U >= p.workers) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, false);
         f4 *r = record(p, blockIdx.x);
         if (live) {
 #pragma unroll
@@ -639,28 +637,25 @@ struct MlaSchedule {
     __device__ __forceinline__ bool has_units(const dcpattn_attn_kparams &p, int w) const {
         return U * w / p.workers < U * (w + 1) / p.workers;
     }
-    // Adds the states of the current sequence's pieces this one reads, from index `from` up to
-    // its own: the three before a head, or (from = 0, the sequence's last piece) the heads and
-    // the pieces after the last head; every state where some worker holds no unit. The flags
-    // are waited for all at once, a thread each.
+    // Adds the states of the current sequence's pieces that this one reads (last: it is the
+    // sequence's last piece), each once its flag is set: its tree reads (see above), or where some
+    // worker holds no unit (the last piece only) every earlier piece's.
     __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi, bool live, int from = 0) const {
-        const int w0 = first_worker(p), n = blockIdx.x - w0;
-        const bool groups = U >= p.workers;
-        auto reads = [&](int j) {
-            return (!groups || j % GROUP == GROUP - 1 || j >= n - n % GROUP) && has_units(p, w0 + j);
-        };
-        for (int j = from + (int)threadIdx.x; j < n; j += (int)blockDim.x)
-            if (reads(j)) {
-                unsigned long long *f = words(p, w0 + j);
+                                          float &l_lo, float &l_hi, bool live, bool last = true) const {
+        const int w0 = first_worker(p), j = blockIdx.x - w0;
+        const bool tree = U >= p.workers;
+#pragma unroll 1
+        for (int k = 0, reads = tree ? 32 - __clz(j) : j; k < reads; ++k) {
+            const int c = tree ? dcpattn_sched_tree_read(j, last, k) : has_units(p, w0 + k) ? k : -1;
+            if (c < 0) continue;
+            if (threadIdx.x == 0) {
+                unsigned long long *f = words(p, w0 + c);
                 while (ld_acquire_u64(f) != p.token) nanosleep_ns(100);
                 *reinterpret_cast<volatile unsigned long long *>(f) = 0ull;  // clean for a replay
             }
-        __syncthreads();
-#pragma unroll 1
-        for (int j = from; j < n && live; ++j) {
-            if (!reads(j)) continue;
-            const f4 *r = record(p, w0 + j);
+            __syncthreads();
+            if (!live) continue;
+            const f4 *r = record(p, w0 + c);
             const f4 st = ld_cg_f4(r + 32 * 256);
             const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
             // (a row empty in both stays empty: both factors 0)
@@ -1144,8 +1139,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // ---- epilogue ----
             // Balanced schedule: a piece whose sequence goes on in the next worker's range leaves its
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence
-            // (a head adds its group's states first); that one adds the states of the sequence's
-            // earlier pieces (the heads' and the tail's) to its own first. See MlaSchedule.
+            // (a piece inside the merge tree adds its subtree's states first); that one adds the
+            // tree's sums to its own first. See MlaSchedule.
             const bool live = wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH) {
                 sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);

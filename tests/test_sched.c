@@ -4,7 +4,11 @@
    (templates/attn.cuh, AttnSchedule) and checks that every key of every job is covered
    exactly once, that every job (one without keys too) has a piece, that the piece count and
    the slots the merging worker computes agree with what each worker used, and that no worker
-   has more than its two slots of partial states.
+   has more than its two slots of partial states. Then the merge tree of MLA's schedule
+   (dcpattn_sched_tree_read) for every piece count up to 2048: every earlier piece's state
+   reaches the last piece exactly once, each read is of a lower piece (a CTA waits only for
+   CTAs launched before it), and when all pieces end together the last is done ceil(log2(n + 1))
+   reads later.
    One CHECK per case. Build: cc -std=c99 -Itests tests/test_sched.c -o build/test_sched */
 #include <stdint.h>
 #include <stdlib.h>
@@ -123,6 +127,57 @@ static int one_case(int B, const int *keys, const int *qlen, int group, int m_ti
     return 1;
 }
 
+/* The tree of pieces 0 .. n: fills why and returns 0 on the first fault. */
+static int tree_case(int n, char *why, size_t nwhy) {
+    static int readers[4096], ready[4096], cover[4096];
+    int j, k, i, t = 0, want = 0;
+    for (j = 0; j <= n; j++) readers[j] = cover[j] = 0;
+    for (j = 0; j <= n; j++) { /* in order: a piece reads only lower ones, whose time is known */
+        const int last = j == n;
+        int tj = 0;
+        for (k = 0; (1 << k) <= j; k++) {
+            const int c = dcpattn_sched_tree_read(j, last, k);
+            if (c < 0) continue;
+            if (c >= j) {
+                snprintf(why, nwhy, "piece %d (last %d) reads piece %d", j, last, c);
+                return 0;
+            }
+            readers[c]++;
+            tj = (tj > ready[c] ? tj : ready[c]) + 1;
+        }
+        ready[j] = tj;
+    }
+    for (j = 0; j < n; j++)
+        if (readers[j] != 1) {
+            snprintf(why, nwhy, "piece %d's state read %d times", j, readers[j]);
+            return 0;
+        }
+    { /* the sum the last piece ends with: the pieces under its reads, walked down the tree */
+        int stack[4096], top = 0;
+        stack[top++] = n;
+        while (top > 0) {
+            const int x = stack[--top];
+            cover[x]++;
+            for (k = 0; (1 << k) <= x; k++) {
+                const int c = dcpattn_sched_tree_read(x, x == n, k);
+                if (c >= 0) stack[top++] = c;
+            }
+        }
+    }
+    for (i = 0; i <= n; i++)
+        if (cover[i] != 1) {
+            snprintf(why, nwhy, "piece %d added %d times into the last", i, cover[i]);
+            return 0;
+        }
+    t = ready[n];
+    while ((1 << want) < n + 1) want++;
+    if (t != want) {
+        snprintf(why, nwhy, "the last piece is done %d reads after the others, want %d", t, want);
+        return 0;
+    }
+    return 1;
+}
+
 int main(void) {
     static int keys[MAXB], qlen[MAXB];
     static const int kv_tiles[] = {64, 32, 16};
@@ -146,6 +201,10 @@ int main(void) {
         if (kind == 2 && B > 0) keys[rnd() % B] = 131072 + (int)(rnd() % 64);
         CHECK(one_case(B, keys, qlen, group, m_tile, kv_tile, G, why, sizeof why),
               "case %d: B %d kv_tile %d m_tile %d group %d G %d: %s", c, B, kv_tile, m_tile, group, G, why);
+    }
+    for (c = 1; c <= 2048; c++) {
+        char why[256] = "";
+        CHECK(tree_case(c, why, sizeof why), "merge tree of %d pieces: %s", c + 1, why);
     }
     return check_summary();
 }
