@@ -497,9 +497,12 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 
 }  // namespace mla_detail
 
-// The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence's
-// local keys in units of one 64-key tile (a sequence without keys counts one unit, so that
-// its rows are written), all sequences in order, cut into p.workers ranges of equal length;
+// The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence costs
+// one unit per 64-key tile of its local keys and RESTART units more for starting and ending a
+// piece (Q and the first tiles loaded with nothing to overlap them, the epilogue), all
+// sequences in order, cut into p.workers ranges of equal length; the restart units come after
+// a sequence's tiles and hold no keys (a piece inside them has none, and a sequence without
+// keys still has a piece that writes its rows);
 // CTA (w, z) runs row tile z of every sequence piece in range w, the last piece first. A
 // sequence cut between ranges w0 < ... < w1: its pieces in w0 .. w1 - 1 (index j = w - w0)
 // are the last piece of their range, run first, and each leaves its state in the workspace
@@ -524,9 +527,12 @@ struct MlaSchedule {
     long long s;       // first unit of sequence b
     long long U;       // all units
     int b, u;          // current sequence, its units
+    // units a sequence costs beyond its tiles (see above): make bench's S3 and S3M ran best at 2
+    // of 0, 2, 4 and 7 (docs/performance.md)
+    static constexpr int RESTART = 2;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return max(1, (ldg_i32(p.seqused_k + b) + 63) >> 6);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), 64, RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
@@ -592,7 +598,7 @@ struct MlaSchedule {
     template <class Cta> __device__ __forceinline__ int keys(Cta &cta) const {
         const long long plo = max(s, lo), phi = min(s + u, hi);
         const int Lk = cta.p.seqused_k[b];
-        cta.set_keys(Lk, (int)(plo - s) * 64, min((int)(phi - s) * 64, Lk));
+        cta.set_keys(Lk, dcpattn_sched_key(plo - s, 64, Lk), dcpattn_sched_key(phi - s, 64, Lk));
         return s + u > hi ? PUBLISH : s < lo ? MERGE : FINAL;
     }
     // The piece before (a lower sequence); false: none is left.

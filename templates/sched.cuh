@@ -1,12 +1,12 @@
 // sched.cuh — the arithmetic of the balanced schedule: how a batch's real work is cut into
 // equal ranges over a fixed number of workers (CTAs per KV head), read from the lengths on the
 // device. Plain C as well as CUDA, so that the CPU tests check the very functions the kernels
-// run (tests/test_cpu.c: every key of every row covered exactly once).
+// run (tests/test_sched.c: every key of every row covered exactly once).
 //
 // A job is one row tile of one sequence: (sequence b, row tile z), z < row_tiles(q_len_b).
-// It costs units(seqused_k[b]) units of kv_tile keys (at least one, so that a sequence without
-// keys still writes its rows). The jobs, in order (b, then z), lay their units end to end:
-// U units in all. Worker w takes the units [lo(w), lo(w + 1)) with lo(w) = U * w / G: equal
+// It costs units(seqused_k[b]) units: one per kv_tile keys, and the family's restart units
+// (dcpattn_sched_units). The jobs, in order (b, then z), lay their units end to end: U units in
+// all. Worker w takes the units [lo(w), lo(w + 1)) with lo(w) = U * w / G: equal
 // shares to within one unit. The part of a job inside one worker's range is a piece; a job
 // with more than one piece is cut, and its pieces are merged exactly (templates/gqa.cuh).
 //
@@ -21,9 +21,17 @@
 #define DCPATTN_SCHED_FN static inline
 #endif
 
-// Units of a job whose sequence holds `keys` local keys.
-DCPATTN_SCHED_FN int dcpattn_sched_units(int keys, int kv_tile) {
-    return keys > 0 ? (keys + kv_tile - 1) / kv_tile : 1;
+// Units of a job whose sequence holds `keys` local keys: one per kv_tile keys, then `restart`
+// more, what starting and ending a piece costs in tiles' time (the family's choice); these come
+// after the tiles and hold no keys. A job has at least one unit (a sequence without keys still
+// writes its rows).
+DCPATTN_SCHED_FN int dcpattn_sched_units(int keys, int kv_tile, int restart) {
+    const int u = (keys + kv_tile - 1) / kv_tile + restart;
+    return u > 0 ? u : 1;
+}
+// The first key of unit x (0 <= x <= units) of a job of `keys` keys; past the tiles, `keys`.
+DCPATTN_SCHED_FN int dcpattn_sched_key(long long x, int kv_tile, int keys) {
+    return x * kv_tile < keys ? (int)x * kv_tile : keys;
 }
 // Row tiles (jobs) of a sequence of q_len query tokens, `group` rows each.
 DCPATTN_SCHED_FN int dcpattn_sched_row_tiles(int q_len, int group, int m_tile) {

@@ -1,7 +1,7 @@
 /* test_sched.c — the balanced schedule's partition (templates/sched.cuh, the functions the
    kernels run) on random batches: lengths with zeros and one huge sequence, query lengths
-   0..16, any worker count. Each case walks every worker's range as the kernel does
-   (templates/attn.cuh, AttnSchedule) and checks that every key of every job is covered
+   0..16, restart units 0, 2 or 4, any worker count. Each case walks every worker's range as
+   the kernel does (templates/attn.cuh, AttnSchedule) and checks that every key of every job is covered
    exactly once, that every job (one without keys too) has a piece, that the piece count and
    the slots the merging worker computes agree with what each worker used, and that no worker
    has more than its two slots of partial states. Then the merge tree of MLA's schedule
@@ -39,13 +39,13 @@ static job jobs[MAXJOBS];
 static unsigned char *cover; /* per job, per key: how many pieces covered it */
 static long long cover_at[MAXJOBS];
 
-static int one_case(int B, const int *keys, const int *qlen, int group, int m_tile, int kv_tile, int G, char *why,
-                    size_t nwhy) {
+static int one_case(int B, const int *keys, const int *qlen, int group, int m_tile, int kv_tile, int restart, int G,
+                    char *why, size_t nwhy) {
     int nj = 0, b, z, w, j;
     long long U = 0, ncover = 0;
     int slots_used[600][2];
     for (b = 0; b < B; b++) {
-        const int rt = dcpattn_sched_row_tiles(qlen[b], group, m_tile), u = dcpattn_sched_units(keys[b], kv_tile);
+        const int rt = dcpattn_sched_row_tiles(qlen[b], group, m_tile), u = dcpattn_sched_units(keys[b], kv_tile, restart);
         for (z = 0; z < rt; z++) {
             job *J = &jobs[nj++];
             J->js = U;
@@ -77,10 +77,10 @@ static int one_case(int B, const int *keys, const int *qlen, int group, int m_ti
         for (;; j++) {
             job *J = &jobs[j];
             const long long a = J->js > lo ? J->js : lo, e = J->je < hi ? J->je : hi;
-            const int k0 = (int)(a - J->js) * kv_tile;
-            int k1 = (int)(e - J->js) * kv_tile, k;
+            const int k0 = dcpattn_sched_key(a - J->js, kv_tile, J->keys);
+            const int k1 = dcpattn_sched_key(e - J->js, kv_tile, J->keys);
+            int k;
             const int cut = J->js < lo || J->je > hi;
-            if (k1 > J->keys) k1 = J->keys;
             for (k = k0; k < k1; k++) cover[cover_at[j] + k]++;
             J->pieces++;
             if (cut) {
@@ -185,7 +185,7 @@ int main(void) {
     int c;
     for (c = 0; c < 1500; c++) {
         const int B = (int)(rnd() % MAXB);
-        const int kv_tile = kv_tiles[rnd() % 3], m_tile = m_tiles[rnd() % 2];
+        const int kv_tile = kv_tiles[rnd() % 3], m_tile = m_tiles[rnd() % 2], restart = (int)(rnd() % 3) * 2;
         const int group = 1 << (rnd() % 5), kind = (int)(rnd() % 4);
         const int G = 1 + (int)(rnd() % 599);
         char why[256] = "";
@@ -199,8 +199,9 @@ int main(void) {
             qlen[b] = c % 7 == 0 ? (int)(rnd() % 17) : 1 + (int)(rnd() % 4);
         }
         if (kind == 2 && B > 0) keys[rnd() % B] = 131072 + (int)(rnd() % 64);
-        CHECK(one_case(B, keys, qlen, group, m_tile, kv_tile, G, why, sizeof why),
-              "case %d: B %d kv_tile %d m_tile %d group %d G %d: %s", c, B, kv_tile, m_tile, group, G, why);
+        CHECK(one_case(B, keys, qlen, group, m_tile, kv_tile, restart, G, why, sizeof why),
+              "case %d: B %d kv_tile %d m_tile %d group %d restart %d G %d: %s", c, B, kv_tile, m_tile, group, restart, G,
+              why);
     }
     for (c = 1; c <= 2048; c++) {
         char why[256] = "";
