@@ -511,10 +511,10 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 // those pieces first, and a CTA only ever waits for CTAs launched before it), adds the states
 // to its own and writes the rows. The states are added along a binomial tree
 // (dcpattn_sched_tree_read, templates/sched.cuh), so that no CTA adds a long chain of them
-// after the pieces end (each costs the CTA a round trip of a 135 KB state through L2, about
-// 2-3 us): piece j with t trailing one bits first adds the states of pieces j - 1, j - 2, j - 4,
-// .., j - 2^(t-1) to its own and leaves the sum, each as soon as its flag is set; the last
-// piece adds one sum per one bit of its index. (Only where every worker holds a unit; with
+// after the pieces end (each a round trip of a state, up to 135 KB, through L2): piece j with
+// t trailing one bits first adds the states of pieces j - 1, j - 2, j - 4, .., j - 2^(t-1) to
+// its own and leaves the sum, each as soon as its flag is set; the last piece adds one sum per
+// one bit of its index. (Only where every worker holds a unit; with
 // fewer units than workers the last piece adds every state.) A reader waits for each flag and
 // resets it, so a graph replay with the same token starts clean; a fresh token per run keeps
 // any stale word from matching; the order of the additions depends only on the lengths, so a

@@ -62,8 +62,8 @@ DCPATTN_SCHED_FN int dcpattn_sched_slot(long long U, int G, int w, long long js)
 // there) to its own, so that it leaves the sum of the 2^t pieces ending at j; the last piece n
 // adds, for each one bit k of n, the state of piece (n with bits 0..k cleared) + 2^k - 1 (the sum
 // of the 2^k pieces from n with bits 0..k cleared). Every earlier state is added exactly once,
-// and where the pieces end together a piece's k-th read is ready about k reads later: the last
-// piece is done about log2(n) + 1 reads after the others (a flat sum: n reads).
+// and where the pieces end together and a read takes one unit of time, the last piece is done
+// ceil(log2(n + 1)) reads after the others (tests/test_sched.c checks it; a flat sum: n reads).
 // The piece that piece j (last: j = n) adds in its read k, k = 0 .. while 2^k <= j; -1: none.
 DCPATTN_SCHED_FN int dcpattn_sched_tree_read(int j, int last, int k) {
     if (last) return (j >> k) & 1 ? (j & ~((2 << k) - 1)) + (1 << k) - 1 : -1;
