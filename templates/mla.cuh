@@ -514,11 +514,11 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 // after the pieces end (each a round trip of a state, up to 135 KB, through L2): piece j with
 // t trailing one bits first adds the states of pieces j - 1, j - 2, j - 4, .., j - 2^(t-1) to
 // its own and leaves the sum, each as soon as its flag is set; the last piece adds one sum per
-// one bit of its index. (Only where every worker holds a unit; with
-// fewer units than workers the last piece adds every state.) A reader waits for each flag and
-// resets it, so a graph replay with the same token starts clean; a fresh token per run keeps
-// any stale word from matching; the order of the additions depends only on the lengths, so a
-// replay gives the bits of an eager run.
+// one bit of its index. (Only where every worker holds a unit; with fewer units than workers
+// the last piece adds every state.) A reader waits for each flag and resets it, so a graph
+// replay with the same token starts clean; a fresh token per run keeps any stale word from
+// matching; the order of the additions depends only on the lengths, so a replay gives the bits
+// of an eager run.
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
@@ -527,12 +527,13 @@ struct MlaSchedule {
     long long s;       // first unit of sequence b
     long long U;       // all units
     int b, u;          // current sequence, its units
+    static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
     // units a sequence costs beyond its tiles (see above): make bench's S3 and S3M ran best at 2
     // of 0, 2, 4 and 7 (docs/performance.md)
     static constexpr int RESTART = 2;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), 64, RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
@@ -598,7 +599,7 @@ struct MlaSchedule {
     template <class Cta> __device__ __forceinline__ int keys(Cta &cta) const {
         const long long plo = max(s, lo), phi = min(s + u, hi);
         const int Lk = cta.p.seqused_k[b];
-        cta.set_keys(Lk, dcpattn_sched_key(plo - s, 64, Lk), dcpattn_sched_key(phi - s, 64, Lk));
+        cta.set_keys(Lk, dcpattn_sched_key(plo - s, KV_TILE, Lk), dcpattn_sched_key(phi - s, KV_TILE, Lk));
         return s + u > hi ? PUBLISH : s < lo ? MERGE : FINAL;
     }
     // The piece before (a lower sequence); false: none is left.
@@ -647,7 +648,7 @@ struct MlaSchedule {
     // sequence's last piece), each once its flag is set: its tree reads (see above), or where some
     // worker holds no unit (the last piece only) every earlier piece's.
     __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi, bool live, bool last = true) const {
+                                          float &l_lo, float &l_hi, bool live, bool last) const {
         const int w0 = first_worker(p), j = blockIdx.x - w0;
         const bool tree = U >= p.workers;
 #pragma unroll 1
@@ -726,6 +727,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     // ---- which keys of which sequences: one (sequence, split) or the balanced schedule; sparse:
     // one query token (grid.x = batch * max_q_len slots, grid.y = blocks of 64 heads) ----
     MlaSchedule sched;
+    static_assert(MlaSchedule::KV_TILE == KV_TILE, "the schedule's unit is one KV tile");
     if constexpr (BALANCED)
         if (!sched.init(p, reinterpret_cast<long long *>(gsm + Tr::SMEM_K))) return;  // (stage 0 as scratch)
     int sp_b = 0, sp_n = 0;
@@ -1151,7 +1153,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             if (role == MlaSchedule::PUBLISH) {
                 sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);
             } else {
-                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live);
+                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live, true);
                 sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
 
                 store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
