@@ -288,9 +288,6 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
     long long U, lo, hi;  // all units; this worker's [lo, hi)
     long long js;         // first unit of the current job
     int G, b, z, u, rt;   // workers; the current job (b, z); units per job and row tiles of b
-    // units a job costs beyond its tiles (dcpattn_sched_units): 2 against 0 took make bench's S2
-    // from 95 % to 97 % of its even twin (docs/performance.md)
-    static constexpr int RESTART = 2;
 
     static __device__ __forceinline__ int max_row_tiles(const dcpattn_attn_kparams &p) {
         return dcpattn_sched_row_tiles(p.max_q_len, GROUP, M_TILE);
@@ -301,7 +298,7 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
         rows = min(dcpattn_sched_row_tiles(ldg_i32(p.cu_seqlens_q + bb + 1) - ldg_i32(p.cu_seqlens_q + bb), GROUP,
                                            M_TILE),
                    max_row_tiles(p));
-        units = dcpattn_sched_units(ldg_i32(p.seqused_k + bb), KV_TILE, RESTART);
+        units = dcpattn_sched_units(ldg_i32(p.seqused_k + bb), KV_TILE, DCPATTN_SCHED_RESTART);
     }
     static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p) {
         return p.flags + ((long long)blockIdx.y * p.workers + blockIdx.x) * DCPATTN_BAL_WORDS;

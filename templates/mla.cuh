@@ -498,9 +498,9 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
 }  // namespace mla_detail
 
 // The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence costs
-// one unit per 64-key tile of its local keys and RESTART units more for starting and ending a
-// piece (Q and the first tiles loaded with nothing to overlap them, the epilogue), all
-// sequences in order, cut into p.workers ranges of equal length; the restart units come after
+// one unit per 64-key tile of its local keys and DCPATTN_SCHED_RESTART units more for starting
+// and ending a piece (Q and the first tiles loaded with nothing to overlap them, the epilogue),
+// all sequences in order, cut into p.workers ranges of equal length; the restart units come after
 // a sequence's tiles and hold no keys (a piece inside them has none, and a sequence without
 // keys still has a piece that writes its rows);
 // CTA (w, z) runs row tile z of every sequence piece in range w, the last piece first. A
@@ -528,12 +528,9 @@ struct MlaSchedule {
     long long U;       // all units
     int b, u;          // current sequence, its units
     static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
-    // units a sequence costs beyond its tiles (see above): make bench's S3 and S3M ran best at 2
-    // of 0, 2, 4 and 7 (docs/performance.md)
-    static constexpr int RESTART = 2;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, DCPATTN_SCHED_RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.

@@ -29,6 +29,10 @@ DCPATTN_SCHED_FN int dcpattn_sched_units(int keys, int kv_tile, int restart) {
     const int u = (keys + kv_tile - 1) / kv_tile + restart;
     return u > 0 ? u : 1;
 }
+// The restart units per job of both families' balanced schedules (templates/attn.cuh,
+// templates/mla.cuh). Measured with make bench on the H200 (docs/performance.md): GQA 2 against
+// 0 took S2 from 95 % to 97 % of its even twin; MLA's S3 and S3M ran best at 2 of 0, 2, 4 and 7.
+enum { DCPATTN_SCHED_RESTART = 2 };
 // The first key of unit x (0 <= x <= units) of a job of `keys` keys; past the tiles, `keys`.
 DCPATTN_SCHED_FN int dcpattn_sched_key(long long x, int kv_tile, int keys) {
     return x * kv_tile < keys ? (int)x * kv_tile : keys;
