@@ -615,10 +615,6 @@ struct MlaSchedule {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
                threadIdx.x;
     }
-    // The first worker of the current sequence (the one that holds its first unit).
-    __device__ __forceinline__ int first_worker(const dcpattn_attn_kparams &p) const {
-        return (int)(((long long)p.workers * (s + 1) + U - 1) / U - 1);
-    }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
     // a piece inside the tree (see above) adds its subtree's states first. live: whether this
     // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a tile of
@@ -639,14 +635,14 @@ struct MlaSchedule {
     // Whether worker w has any unit (with fewer units than workers, some have none and publish
     // nothing).
     __device__ __forceinline__ bool has_units(const dcpattn_attn_kparams &p, int w) const {
-        return U * w / p.workers < U * (w + 1) / p.workers;
+        return dcpattn_sched_lo(U, p.workers, w) < dcpattn_sched_lo(U, p.workers, w + 1);
     }
     // Adds the states of the current sequence's pieces that this one reads (last: it is the
     // sequence's last piece), each once its flag is set: its tree reads (see above), or where some
     // worker holds no unit (the last piece only) every earlier piece's.
     __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
                                           float &l_lo, float &l_hi, bool live, bool last) const {
-        const int w0 = first_worker(p), j = blockIdx.x - w0;
+        const int w0 = dcpattn_sched_owner(U, p.workers, s), j = blockIdx.x - w0;  // (w0 holds its first unit)
         const bool tree = U >= p.workers;
 #pragma unroll 1
         for (int k = 0, reads = tree ? 32 - __clz(j) : j; k < reads; ++k) {
