@@ -68,9 +68,11 @@
 // Shared memory then carries one byte per element, which a decode step at twice the tokens
 // per second needs. Elsewhere (the wgmma path, whose B operands come from shared memory, and
 // head dim 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is
-// converted into one fp16 tile (convert_tile) for the 16-bit code. k_scale joins the softmax
-// scale, v_scale multiplies O before the epilogue; both are read from device memory by the
-// kernel.
+// converted into one fp16 tile (convert_tile) for the 16-bit code; on the wgmma path
+// (OVERLAP8) while the other operand's wgmma runs: V of tile t under S of t, K of tile t + 1
+// under PV of t, which takes a stage's two conversions off the tile's chain. k_scale joins
+// the softmax scale, v_scale multiplies O before the epilogue; both are read from device
+// memory by the kernel.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
@@ -124,6 +126,8 @@ struct GqaTraits {
     static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
                                   WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
     static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // 16-bit tiles per operand
+    // FP8 on the wgmma path: conversions overlap the wgmmas (gqa_segment)
+    static constexpr bool OVERLAP8 = FP8 && WG;
     // The MMAs' element type: fp16 with an e4m3 cache (see the top of this file), else T.
     using MT = typename type_if<FP8, fp16, T>::type;
     static constexpr int SMEM_Q = 0;
@@ -266,18 +270,25 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 }
 
 // FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the fp16 tile at t
-// (the layout of tile_off). A thread takes 8 bytes -> one 16-byte chunk: a warp reads 256
-// contiguous bytes and writes 32 chunks of rows whose swizzle spreads them over all banks.
+// (the layout of tile_off). A thread takes 8 bytes -> one 16-byte chunk per pass: a warp reads
+// 256 contiguous bytes and writes 32 chunks of rows whose swizzle spreads them over all banks.
+// All passes' loads go out before the first conversion (one shared-memory latency, not one per
+// pass).
 template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, unsigned t, int tid) {
-    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS;
+    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS, PASSES = ITEMS / Tr::THREADS;
     static_assert(ITEMS % Tr::THREADS == 0, "conversion: whole passes");
+    unsigned w[PASSES][2];
 #pragma unroll
-    for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
+    for (int j = 0; j < PASSES; ++j) {
         const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
-        unsigned w0, w1, a[4];
-        ld_shared_u2(g + r * Tr::D + c * 8, w0, w1);
-        e4m3x4_to<typename Tr::MT>(w0, a[0], a[1]);
-        e4m3x4_to<typename Tr::MT>(w1, a[2], a[3]);
+        ld_shared_u2(g + r * Tr::D + c * 8, w[j][0], w[j][1]);
+    }
+#pragma unroll
+    for (int j = 0; j < PASSES; ++j) {
+        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        unsigned a[4];
+        e4m3x4_to<typename Tr::MT>(w[j][0], a[0], a[1]);
+        e4m3x4_to<typename Tr::MT>(w[j][1], a[2], a[3]);
         st_shared_u4(t + tile_off<Tr, Tr::KV_TILE>(r, c), a);
     }
 }
@@ -384,11 +395,12 @@ template <class Tr> struct KvGather {
         issue_tile(stage, ts);
         cp_async_commit();
     }
-    // Tiles 0 .. STAGES - 2 into their stages.
-    __device__ __forceinline__ void prologue() {
+    // Tiles 0 .. AHEAD - 1 into their stages (AHEAD: STAGES - 1, or STAGES where a stage is
+    // freed before the tile after it is issued, OVERLAP8).
+    template <int AHEAD> __device__ __forceinline__ void prologue() {
         fetch_page(kv_begin);
 #pragma unroll
-        for (int s = 0; s < Tr::STAGES - 1; ++s) {
+        for (int s = 0; s < AHEAD; ++s) {
             issue(s, kv_begin + s * KV_TILE);
             fetch_page(kv_begin + (s + 1) * KV_TILE);
         }
@@ -445,6 +457,41 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
     }
 }
 
+// The wgmma path's MMAs as one wgmma group left running, which wgmma_done completes.
+// Stage "scores": S = Q K^T (s zeroed) with the K tile at dk0 + stage_off.
+template <class Tr>
+__device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dk0,
+                                             unsigned stage_off) {
+    constexpr int NW = Tr::NW;
+    constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
+    float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
+    fence_regs(sf);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Tr::D / 16; ++kk)
+        wgmma_rs_n64<typename Tr::MT>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4),
+                                      kk > 0);
+    wgmma_commit();
+}
+// Stage "PV": O += P V, P's A fragments (a) from the scores s, V the tile at dv0 + stage_off.
+template <class Tr>
+__device__ __forceinline__ void pv_issue(float (&o)[Tr::D / 8][4], unsigned (&a)[Tr::NW / 16][4],
+                                         const float (&s)[Tr::NW / 8][4], unsigned long long dv0, unsigned stage_off) {
+    float(&of)[Tr::D / 2] = reinterpret_cast<float(&)[Tr::D / 2]>(o);
+#pragma unroll
+    for (int kk = 0; kk < Tr::NW / 16; ++kk) p_fragment<typename Tr::MT>(a[kk], s, kk);
+    fence_regs(of);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Tr::NW / 16; ++kk)
+        wgmma_rs_n128<typename Tr::MT>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
+    wgmma_commit();
+}
+template <int N> __device__ __forceinline__ void wgmma_done(float (&acc)[N]) {
+    wgmma_wait0();
+    fence_regs(acc);
+}
+
 // Stage "scores": S = Q K^T of this warp's 16 rows x NW keys of the tile at stage_off, raw
 // (unscaled) in m16n8 accumulator fragments. Q from qf (Q_IN_REGS, wgmma) or the rows at qa,
 // K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
@@ -453,19 +500,11 @@ __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const Gqa
                                             const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
     using T = typename Tr::MT;
     constexpr int D = Tr::D, NW = Tr::NW;
-    constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
 #pragma unroll
     for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     if constexpr (Tr::WG) {
-        float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-        fence_regs(sf);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_rs_n64<T>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), kk > 0);
-        wgmma_commit();
-        wgmma_wait0();
-        fence_regs(sf);
+        scores_issue<Tr>(s, qf, dk0, stage_off);
+        wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
     } else
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -577,9 +616,10 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
     load_q_tile<Tr>(p, cta, kvh, sQ, tid);
 
-    // stage "gather": the first STAGES - 1 tiles go out now, one more per tile of the loop
+    // stage "gather": the first AHEAD tiles go out now, one more per tile of the loop
+    constexpr int AHEAD = Tr::OVERLAP8 ? STAGES : STAGES - 1;
     KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, warp);
-    gather.prologue();
+    gather.template prologue<AHEAD>();
 
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
@@ -601,7 +641,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     operand_rows<Tr>(qa, ka, va, sQ, sK, sV, lane, wm, wn, fx);
 
     GqaQFrags<Tr> qf;
-    cp_async_wait<STAGES - 1>();  // the Q group
+    cp_async_wait<STAGES - 1>();  // the Q group (OVERLAP8: and tile 0)
     __syncthreads();
     if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
@@ -615,83 +655,107 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     constexpr unsigned KV_BLOCK = KV_TILE * 128;
     const unsigned long long dk0 = sw128_desc(sK, 16, 1024), dv0 = sw128_desc(sV, KV_BLOCK, 1024);
 
-    for (int t = 0; t < n_tiles; ++t) {
-        cp_async_wait<STAGES - 2>();
-        if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
-        __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
-        {  // stage "gather" of the tile STAGES - 1 ahead
-            const int tn = t + STAGES - 1;
-            gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
-            gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
-        }
-        if constexpr (Tr::FP8 && !Tr::FRAG8) {
-            convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
-            convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
-            if constexpr (Tr::WG) fence_proxy_async();  // the converted tiles -> visible to wgmma
-            __syncthreads();
-        }
-        if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
-
-        const int ts = kv_begin + t * KV_TILE;
-        const unsigned stage_off = Tr::FP8 && !Tr::FRAG8 ? 0u : (t % STAGES) * Tr::G_TILE_BYTES;
-
-        float s[NW / 8][4];
-        if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
-        else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
-
-        // stage "mask": keys past each row's limit (only tiles that reach one); scores stay raw
-        // until the exponent (scale > 0, so the raw row max is the scaled one's)
+    // stage "mask": keys past each row's limit (only tiles that reach one); scores stay raw
+    // until the exponent (scale > 0, so the raw row max is the scaled one's). Stage "online
+    // softmax", base 2: m and l in log2 units, p = 2^(s * scale - m); O is rescaled only when
+    // a row max of the warp moved (after the first tiles, rarely).
+    auto softmax_stage = [&](float(&s)[NW / 8][4], int ts) {
         if (ts + KV_TILE > cta_lo) mask_scores(s, ts + wn * NW + 2 * q4, lim_lo, lim_hi);
-
-        // stage "online softmax", base 2: m and l in log2 units, p = 2^(s * scale - m)
         const SoftmaxStep sm = online_softmax_step(s, m_lo, m_hi, l_lo, l_hi, scale);
         m_lo = sm.m_lo;
         m_hi = sm.m_hi;
         l_lo = sm.l_lo;
         l_hi = sm.l_hi;
-        // O is rescaled only when a row max of the warp moved (after the first tiles, rarely)
         if (__any_sync(0xffffffffu, sm.al_lo != 1.f || sm.al_hi != 1.f)) scale_rows(o, sm.al_lo, sm.al_hi);
+    };
 
-        // stage "PV": O += P V
-        if constexpr (Tr::WG) {
-            float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
+    if constexpr (Tr::OVERLAP8) {
+        // FP8 on wgmma: one converted K tile and one converted V tile, each converted while
+        // the wgmma of the other runs (V of tile t under S = Q K^T of t, K of t + 1 under PV
+        // of t); a stage is free once both its tiles are converted, mid-tile, so the gather
+        // issues tile t + STAGES there (AHEAD = STAGES).
+        convert_tile<Tr>(sGK, sK, tid);  // K of tile 0, landed with the Q group
+        fence_proxy_async();
+        __syncthreads();
+        for (int t = 0; t < n_tiles; ++t) {
+            const int ts = kv_begin + t * KV_TILE;
+            float s[NW / 8][4];
+            scores_issue<Tr>(s, qf, dk0, 0u);
+            convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
+            wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
+            softmax_stage(s, ts);
+            cp_async_wait<STAGES - 2>();  // tile t + 1
+            fence_proxy_async();          // V of tile t -> visible to wgmma
+            __syncthreads();              // ... for all; tile t + 1 landed; stage t % STAGES is free
+            gather.issue(t % STAGES, kv_begin + (t + STAGES) * KV_TILE);
+            gather.fetch_page(kv_begin + (t + STAGES + 1) * KV_TILE);
             unsigned a[NW / 16][4];
+            pv_issue<Tr>(o, a, s, dv0, 0u);
+            if (t + 1 < n_tiles) convert_tile<Tr>(sGK + ((t + 1) % STAGES) * Tr::G_TILE_BYTES, sK, tid);
+            wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
+            fence_regs(a);
+            fence_proxy_async();  // K of tile t + 1 -> visible to wgmma
+            __syncthreads();      // ... for all; the V tile is free
+        }
+    } else {
+        for (int t = 0; t < n_tiles; ++t) {
+            cp_async_wait<STAGES - 2>();
+            if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
+            __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
+            {  // stage "gather" of the tile STAGES - 1 ahead
+                const int tn = t + STAGES - 1;
+                gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
+                gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
+            }
+            if constexpr (Tr::FP8 && !Tr::FRAG8) {
+                convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
+                convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
+                if constexpr (Tr::WG) fence_proxy_async();  // the converted tiles -> visible to wgmma
+                __syncthreads();
+            }
+            if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
+
+            const int ts = kv_begin + t * KV_TILE;
+            const unsigned stage_off = Tr::FP8 && !Tr::FRAG8 ? 0u : (t % STAGES) * Tr::G_TILE_BYTES;
+
+            float s[NW / 8][4];
+            if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
+            else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
+
+            softmax_stage(s, ts);
+
+            // stage "PV": O += P V
+            if constexpr (Tr::WG) {
+                unsigned a[NW / 16][4];
+                pv_issue<Tr>(o, a, s, dv0, stage_off);
+                wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
+            } else
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk) p_fragment<typename Tr::MT>(a[kk], s, kk);
-            fence_regs(of);
-            wgmma_fence();
+            for (int kk = 0; kk < NW / 16; ++kk) {
+                unsigned a[4];
+                p_fragment<typename Tr::MT>(a, s, kk);
+                if constexpr (Tr::FRAG8) {
 #pragma unroll
-            for (int kk = 0; kk < NW / 16; ++kk)
-                wgmma_rs_n128<typename Tr::MT>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
-            wgmma_commit();
-            wgmma_wait0();
-            fence_regs(of);
-        } else
+                    for (int j = 0; j < D / 32; ++j) {
+                        unsigned vf[4], e0, o0, e1, o1;
+                        ldsm_x4_trans(v8_row + stage_off + kk * 16 * D + (((2 * j + (lane >> 4)) ^ v8_x) << 4), vf);
+                        e4m3x4_split<fp16>(vf[0], e0, o0);
+                        e4m3x4_split<fp16>(vf[1], e1, o1);
+                        mma16816<fp16>(o[4 * j], a, e0, e1);
+                        mma16816<fp16>(o[4 * j + 1], a, o0, o1);
+                        e4m3x4_split<fp16>(vf[2], e0, o0);
+                        e4m3x4_split<fp16>(vf[3], e1, o1);
+                        mma16816<fp16>(o[4 * j + 2], a, e0, e1);
+                        mma16816<fp16>(o[4 * j + 3], a, o0, o1);
+                    }
+                } else {
 #pragma unroll
-        for (int kk = 0; kk < NW / 16; ++kk) {
-            unsigned a[4];
-            p_fragment<typename Tr::MT>(a, s, kk);
-            if constexpr (Tr::FRAG8) {
-#pragma unroll
-                for (int j = 0; j < D / 32; ++j) {
-                    unsigned vf[4], e0, o0, e1, o1;
-                    ldsm_x4_trans(v8_row + stage_off + kk * 16 * D + (((2 * j + (lane >> 4)) ^ v8_x) << 4), vf);
-                    e4m3x4_split<fp16>(vf[0], e0, o0);
-                    e4m3x4_split<fp16>(vf[1], e1, o1);
-                    mma16816<fp16>(o[4 * j], a, e0, e1);
-                    mma16816<fp16>(o[4 * j + 1], a, o0, o1);
-                    e4m3x4_split<fp16>(vf[2], e0, o0);
-                    e4m3x4_split<fp16>(vf[3], e1, o1);
-                    mma16816<fp16>(o[4 * j + 2], a, e0, e1);
-                    mma16816<fp16>(o[4 * j + 3], a, o0, o1);
-                }
-            } else {
-#pragma unroll
-                for (int dd = 0; dd < D / 16; ++dd) {
-                    unsigned vf[4];
-                    ldsm_x4_trans(swz<Tr>(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
-                    mma16816<typename Tr::MT>(o[2 * dd], a, vf[0], vf[1]);
-                    mma16816<typename Tr::MT>(o[2 * dd + 1], a, vf[2], vf[3]);
+                    for (int dd = 0; dd < D / 16; ++dd) {
+                        unsigned vf[4];
+                        ldsm_x4_trans(swz<Tr>(va, dd) + stage_off + kk * 16 * ROW_BYTES, vf);
+                        mma16816<typename Tr::MT>(o[2 * dd], a, vf[0], vf[1]);
+                        mma16816<typename Tr::MT>(o[2 * dd + 1], a, vf[2], vf[3]);
+                    }
                 }
             }
         }

@@ -301,9 +301,8 @@ do
         -- an FP8 cache: the same tiles, the KV dtype in the name
         { { kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m16" },
         { { kv_dtype = "bf16" }, "gqa_bf16_d128_g8_m16" },
-        -- (an e4m3 cache: the wgmma tile from 33 rows on)
-        { { arch = 90, max_q_len = 4, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m32" },
-        { { arch = 90, max_q_len = 5, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m64" },
+        { { arch = 90, max_q_len = 3, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m64" },
+        { { arch = 80, max_q_len = 4, kv_dtype = "e4m3" }, "gqa_bf16_kve4m3_d128_g8_m32" },
         { { dtype = "fp16", kv_dtype = "e4m3", dqk = 96, dv = 96 }, "gqa_fp16_kve4m3_d96_g8_m16" },
         -- sparse MLA: the FP8 (fp8ds) cache on sm_90a takes the wgmma kernel
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "fp8ds", arch = 90 },

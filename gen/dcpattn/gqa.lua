@@ -40,20 +40,19 @@ local HEAD_DIMS = {
 -- K/V pipeline depth: three stages where registers and shared memory allow (M16, D <= 128:
 -- 4.33 TB/s against 3.77 with two, G1 q_len 1 without splits), else two.
 -- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
--- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack.
--- An e4m3 cache takes the wgmma tile too (FP8_WGMMA), converted in shared memory first.
-local FP8_WGMMA = true
-local function wgmma_path(m, d, kv_dtype)
-    return m == 64 and d == 128 and (FP8_WGMMA or kv_dtype ~= "e4m3")
+-- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack. An
+-- e4m3 cache takes it too, each tile converted in shared memory while the other operand's
+-- wgmma runs.
+local function wgmma_path(m, d)
+    return m == 64 and d == 128
 end
 -- Query rows from which the wgmma tile serves a KV head on sm_90+ even when a smaller
--- mma.sync tile would hold them (measured on the H200, docs/performance.md: G1 at q_len 4,
--- 32 rows, takes it with a 16-bit cache; with an e4m3 cache the 32-row mma.sync tile, whose
--- fragments convert in registers, ran G1F q_len 4 in 440 us against 490 on wgmma, which
--- converts each tile in shared memory first, so there it serves 33 rows and more).
-local WGMMA_FROM_ROWS = { [false] = 17, [true] = 33 }
-local function stages_for(m, d, kv_dtype)
-    if (m == 16 and d <= 128) or wgmma_path(m, d, kv_dtype) then return 3 end
+-- mma.sync tile would hold them (measured on the H200, docs/performance.md): G1 at q_len 4,
+-- 32 rows, takes it with a 16-bit cache, and G1F with an e4m3 cache (429 us against 435 on
+-- the 32-row mma.sync tile, whose fragments convert in registers).
+local WGMMA_FROM_ROWS = 17
+local function stages_for(m, d)
+    if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
     return 2
 end
 -- Most split-KV CTAs of one row tile that the kernel merges inside a thread-block cluster
@@ -68,7 +67,7 @@ local KV_DTYPES = { "bf16", "fp16", "e4m3" } -- a 16-bit cache must be of the qu
 local DEFAULT_DTYPES = { "bf16" }
 local DEFAULT_GROUPS = { 1, 4, 8, 16 }
 local DEFAULT_M_TILES = { 16, 64 }
-local DEFAULT_FP8 = { dtype = "bf16", head_dim = 128, group = 8, m_tiles = { 16, 32, 64 } }
+local DEFAULT_FP8 = { dtype = "bf16", head_dim = 128, group = 8, m_tiles = { 16, 64 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -78,10 +77,8 @@ M.max_group = MAX_GROUP
 
 -- Smallest M tile that holds `rows` query rows, else the largest (rows then span tiles);
 -- on sm_90+ (`arch` >= 90) the wgmma tile from WGMMA_FROM_ROWS rows on, where it exists.
-function M.m_tile_for(rows, head_dim, arch, kv_dtype)
-    local fp8 = kv_dtype == "e4m3"
-    local from = WGMMA_FROM_ROWS[fp8]
-    if arch and arch >= 90 and rows >= from and wgmma_path(64, head_dim, kv_dtype) then return 64 end
+function M.m_tile_for(rows, head_dim, arch)
+    if arch and arch >= 90 and rows >= WGMMA_FROM_ROWS and wgmma_path(64, head_dim) then return 64 end
     return util.tile_for(M_TILES, rows)
 end
 
@@ -114,7 +111,7 @@ local function traits(spec)
     local esize, kvsize = types.info[spec.dtype].size, types.info[spec.kv_dtype].size
     local d, m = spec.head_dim, spec.m_tile
     local kv_tile = HEAD_DIMS[d].kv_tile
-    local stages, wgmma = stages_for(m, d, spec.kv_dtype), wgmma_path(m, d, spec.kv_dtype)
+    local stages, wgmma = stages_for(m, d), wgmma_path(m, d)
     local threads = d <= 128 and M_TILES[m].threads or M_TILES[m].wide_threads
     -- An FP8 cache is read from shared memory straight into mma.sync fragments (templates/
     -- gqa.cuh, GqaTraits::FRAG8) where rows of d bytes take the ldmatrix swizzle and the

@@ -111,7 +111,7 @@ function M.attn(desc, where)
         kv_dtype = desc.kv_dtype,
         head_dim = v.dqk,
         group = group,
-        m_tile = gqa.m_tile_for(rows, v.dqk, v.arch, types.canonical(desc.kv_dtype, { "e4m3" })),
+        m_tile = gqa.m_tile_for(rows, v.dqk, v.arch),
     }, where)
 end
 
