@@ -107,19 +107,18 @@ __device__ __forceinline__ unsigned bf16x2_scale(unsigned x, unsigned s_hi, unsi
 // half). The kernels that convert every KV element in registers (GQA's FRAG8 tiles) compute
 // in fp16 for it; the conversion pipe then carries what the bit placement put on the ALUs.
 // Unlike the placement, it turns the NaN bytes into NaN (no kernel reads them: see above).
-__device__ __forceinline__ unsigned e4m3x2_cvt_f16(unsigned w16) {
-    unsigned r;
-    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(r) : "r"(w16));
-    return r;
+// Bytes 0, 1 of w -> p_lo and bytes 2, 3 -> p_hi (the upper pair through the conversion's
+// half selector, not a shift).
+__device__ __forceinline__ void e4m3x4_cvt_f16(unsigned w, unsigned &p_lo, unsigned &p_hi) {
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+        : "=r"(p_lo), "=r"(p_hi)
+        : "r"(w));
 }
 template <> __device__ __forceinline__ void e4m3x4_to<fp16>(unsigned w, unsigned &p01, unsigned &p23) {
-    p01 = e4m3x2_cvt_f16(w);
-    p23 = e4m3x2_cvt_f16(w >> 16);
+    e4m3x4_cvt_f16(w, p01, p23);
 }
 template <> __device__ __forceinline__ void e4m3x4_split<fp16>(unsigned w, unsigned &p02, unsigned &p13) {
-    const unsigned t = prmt(w, 0u, 0x3120u);  // bytes b0, b2, b1, b3
-    p02 = e4m3x2_cvt_f16(t);
-    p13 = e4m3x2_cvt_f16(t >> 16);
+    e4m3x4_cvt_f16(prmt(w, 0u, 0x3120u), p02, p13);  // bytes b0, b2, b1, b3
 }
 #endif
 

@@ -465,12 +465,13 @@ __device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const Gq
     constexpr int NW = Tr::NW;
     constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
     float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);  // the address field never carries
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tr::D / 16; ++kk)
-        wgmma_rs_n64<typename Tr::MT>(sf, qf[kk], dk0 + ((stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4),
-                                      kk > 0);
+        wgmma_rs_n64<typename Tr::MT>(
+            sf, qf[kk], desc_at(add_at(lo, (stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), hi), kk > 0);
     wgmma_commit();
 }
 // Stage "PV": O += P V, P's A fragments (a) from the scores s, V the tile at dv0 + stage_off.
@@ -480,11 +481,12 @@ __device__ __forceinline__ void pv_issue(float (&o)[Tr::D / 8][4], unsigned (&a)
     float(&of)[Tr::D / 2] = reinterpret_cast<float(&)[Tr::D / 2]>(o);
 #pragma unroll
     for (int kk = 0; kk < Tr::NW / 16; ++kk) p_fragment<typename Tr::MT>(a[kk], s, kk);
+    const unsigned lo = (unsigned)dv0, hi = (unsigned)(dv0 >> 32);
     fence_regs(of);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tr::NW / 16; ++kk)
-        wgmma_rs_n128<typename Tr::MT>(of, a[kk], dv0 + ((stage_off + kk * 16 * 128) >> 4));
+        wgmma_rs_n128<typename Tr::MT>(of, a[kk], desc_at(add_at(lo, (stage_off + kk * 16 * 128) >> 4), hi));
     wgmma_commit();
 }
 template <int N> __device__ __forceinline__ void wgmma_done(float (&acc)[N]) {

@@ -203,19 +203,6 @@ template <class Tr> __device__ __forceinline__ void math_sync() {
         nbar_sync<1, Tr::MATH_THREADS>();
 }
 
-// A shared-memory descriptor from its two halves, built where it is used (volatile: the
-// compiler would otherwise hoist all loop-invariant descriptors into registers).
-__device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {
-    unsigned long long d;
-    asm volatile("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
-    return d;
-}
-// base + off, opaque to the compiler (so that it is not hoisted into a register of its own).
-__device__ __forceinline__ unsigned add_at(unsigned base, unsigned off) {
-    unsigned r;
-    asm volatile("add.u32 %0, %1, %2;" : "=r"(r) : "r"(base), "r"(off));
-    return r;
-}
 // Descriptor offset (16-byte units) of k16 step kk of a K-major SW128 tile: column block kk / 4,
 // 32 bytes per step inside it. The start address field (low 14 bits) never carries: shared
 // memory offsets stay below 256 KB.

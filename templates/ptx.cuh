@@ -247,6 +247,19 @@ template <int N> __device__ __forceinline__ void fence_regs(unsigned (&r)[N][4])
         asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
 }
 
+// A shared-memory descriptor from its two halves, built where it is used (volatile: the
+// compiler would otherwise hoist all loop-invariant descriptors into registers).
+__device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {
+    unsigned long long d;
+    asm volatile("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
+    return d;
+}
+// base + off, opaque to the compiler (so that it is not hoisted into a register of its own).
+__device__ __forceinline__ unsigned add_at(unsigned base, unsigned off) {
+    unsigned r;
+    asm volatile("add.u32 %0, %1, %2;" : "=r"(r) : "r"(base), "r"(off));
+    return r;
+}
 // Shared-memory matrix descriptor, 128-byte swizzle.
 __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo, unsigned sbo) {
     return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
