@@ -457,15 +457,16 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
     }
 }
 
-// The wgmma path's MMAs as one wgmma group left running, which wgmma_done completes.
-// Stage "scores": S = Q K^T (s zeroed) with the K tile at dk0 + stage_off.
+// The wgmma path's MMAs as one wgmma group left running, which wgmma_done completes; the
+// descriptors advance on their low word (the start address field never carries).
+// Stage "scores": S = Q K^T (the first k-step overwrites s), the K tile at dk0 + stage_off.
 template <class Tr>
 __device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dk0,
                                              unsigned stage_off) {
     constexpr int NW = Tr::NW;
     constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
     float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);  // the address field never carries
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
