@@ -1,0 +1,110 @@
+#!/bin/sh
+# sass_loops.sh [--rev REV] NAME... — what a kernel change does to the tile loops, without a GPU:
+# renders and compiles the named variants with NVRTC (build/aot_build, sm_90a, as the library
+# does) from the working tree, and with --rev from REV's gen/, templates/ and include/ as well,
+# disassembles them (cuobjdump -sass) and prints, for every kernel function, its registers and
+# stack and, for its tile loop (of the innermost loops with tensor-core instructions, the one
+# with the most, the shortest of those), its static instruction count, the MMAs in it, and the
+# register moves, shuffles and cp.async copies among them. The GQA kernels issue about as many
+# instructions per tile as the loop holds (the mask and rescale branches aside), so a change
+# that makes the loop shorter usually makes the tile cheaper; the benchmark decides. Needs
+# build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
+set -e
+REV=
+if [ "${1:-}" = "--rev" ]; then REV=$2; shift 2; fi
+[ $# -gt 0 ] || { echo "usage: tests/sass_loops.sh [--rev REV] NAME..."; exit 2; }
+CUDA=${CUDA:-/usr/local/cuda}
+CUO=${CUOBJDUMP:-$(command -v cuobjdump || echo "$CUDA/bin/cuobjdump")}
+[ -x "$CUO" ] || { echo "sass_loops: no cuobjdump (set CUOBJDUMP)"; exit 2; }
+[ -x build/aot_build ] || { echo "sass_loops: build/aot_build missing (make aot)"; exit 2; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+SIDES=tree
+mkdir -p "$T/tree"
+tar -c gen templates include | tar -x -C "$T/tree"
+if [ -n "$REV" ]; then
+    SIDES="rev tree"
+    mkdir -p "$T/rev"
+    git archive "$REV" gen templates include | tar -x -C "$T/rev"
+fi
+for side in $SIDES; do
+    DCPATTN_HOME="$T/$side" ./build/aot_build --arch sm_90a --out "$T/aot-$side" -j 2 "$@" > "$T/$side.log" 2>&1 ||
+        { echo "sass_loops: compiling the $side side failed"; tail -n 5 "$T/$side.log"; exit 1; }
+    for f in "$T/aot-$side"/*.cubin; do
+        n=$(basename "$f" | cut -d. -f1)
+        # a cache entry is a header followed by the ELF image
+        python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[d.find(b'\x7fELF'):])" \
+            "$f" "$T/$side-$n.elf"
+        "$CUO" -res-usage "$T/$side-$n.elf" > "$T/$side-$n.res" 2>/dev/null
+        "$CUO" -sass "$T/$side-$n.elf" > "$T/$side-$n.sass" 2>/dev/null
+    done
+done
+python3 - "$T" "$SIDES" "$@" <<'EOF'
+import re, sys
+from collections import Counter
+
+tmp, sides, names = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+INSN = re.compile(r'^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;')
+
+def functions(path):
+    """{function: [(address, instruction text)]} of one disassembly."""
+    out, cur = {}, None
+    for line in open(path):
+        m = re.search(r'Function : (\S+)', line)
+        if m:
+            cur = out.setdefault(m.group(1), [])
+            continue
+        m = INSN.match(line)
+        if m and cur is not None:
+            cur.append((int(m.group(1), 16), m.group(2)))
+    return out
+
+def opcode(text):
+    return re.sub(r'^@!?U?P\w+\s+', '', text).split()[0]
+
+def tile_loop(code):
+    """Of the backward-branch loops holding MMAs that hold no other such loop, the one with the
+    most MMAs, the shortest of those (the tile loop): (start, end, instructions), or None."""
+    index = {a: i for i, (a, _) in enumerate(code)}
+    found = []
+    for i, (a, text) in enumerate(code):
+        m = re.search(r'\bBRA (0x[0-9a-f]+)', text)
+        if m and int(m.group(1), 16) <= a and int(m.group(1), 16) in index:
+            body = code[index[int(m.group(1), 16)]:i + 1]
+            mma = sum('MMA' in opcode(t) for _, t in body)
+            if mma:
+                found.append((body[0][0], a, body, mma))
+    inner = [l for l in found if not any(o is not l and l[0] <= o[0] and o[1] <= l[1] for o in found)]
+    if not inner:
+        return None
+    start, end, body, _ = min(inner, key=lambda l: (-l[3], len(l[2])))
+    return start, end, body
+
+def resources(path):
+    out = {}
+    text = open(path).read()
+    for fn, regs, stack in re.findall(r'Function (\S+):\s+REG:(\d+) STACK:(\d+)', text):
+        out[fn] = (int(regs), int(stack))
+    return out
+
+for name in names:
+    for side in sides:
+        try:
+            fns, res = functions(f'{tmp}/{side}-{name}.sass'), resources(f'{tmp}/{side}-{name}.res')
+        except OSError:
+            print(f'{name}: not compiled on the {side} side')
+            continue
+        for fn, code in sorted(fns.items()):
+            regs, stack = res.get(fn, (0, 0))
+            line = f'{fn} ({side}): {regs} registers, stack {stack}'
+            loop = tile_loop(code)
+            if loop:
+                start, end, body = loop
+                ops = Counter(opcode(t) for _, t in body)
+                def count(pred):
+                    return sum(v for k, v in ops.items() if pred(k))
+                line += (f'; tile loop {start:#x}-{end:#x}: {len(body)} instructions, '
+                         f'{count(lambda k: "MMA" in k)} MMA, {count(lambda k: k == "MOV" or k.startswith("IMAD.MOV"))} moves, '
+                         f'{count(lambda k: k.startswith("SHFL"))} shuffles, {count(lambda k: k.startswith("LDGSTS"))} cp.async')
+            print(line)
+EOF
