@@ -5,9 +5,10 @@
 # disassembles them (cuobjdump -sass) and prints, for every kernel function, its registers and
 # stack and, for its tile loop (of the innermost loops with tensor-core instructions, the one
 # with the most, the shortest of those), its static instruction count, the MMAs in it, and the
-# register moves, shuffles and cp.async copies among them. The GQA kernels issue about as many
-# instructions per tile as the loop holds (the mask and rescale branches aside), so a change
-# that makes the loop shorter usually makes the tile cheaper; the benchmark decides. Needs
+# register moves, shuffles and cp.async copies among them. A GQA kernel issues about as many
+# instructions per tile as the loop holds (the mask and rescale branches aside), so where the
+# instructions bound a tile (the FP8 tiles) a shorter loop is a cheaper tile; the benchmark
+# decides. Needs
 # build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
 set -e
 REV=
