@@ -8,8 +8,7 @@
 # register moves, shuffles and cp.async copies among them. A GQA kernel issues about as many
 # instructions per tile as the loop holds (the mask and rescale branches aside), so where the
 # instructions bound a tile (the FP8 tiles) a shorter loop is a cheaper tile; the benchmark
-# decides. Needs
-# build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
+# decides. Needs build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
 set -e
 REV=
 if [ "${1:-}" = "--rev" ]; then REV=$2; shift 2; fi
