@@ -710,10 +710,9 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                 gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
                 gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
             }
-            if constexpr (Tr::FP8 && !Tr::FRAG8) {
+            if constexpr (Tr::FP8 && !Tr::FRAG8) {  // (not the wgmma path: OVERLAP8 above)
                 convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
                 convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
-                if constexpr (Tr::WG) fence_proxy_async();  // the converted tiles -> visible to wgmma
                 __syncthreads();
             }
             if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part

@@ -10,33 +10,22 @@
 # instructions bound a tile (the FP8 tiles) a shorter loop is a cheaper tile; the benchmark
 # decides. Needs build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
 set -e
+. "$(dirname "$0")/sass_lib.sh"
 REV=
 if [ "${1:-}" = "--rev" ]; then REV=$2; shift 2; fi
 [ $# -gt 0 ] || { echo "usage: tests/sass_loops.sh [--rev REV] NAME..."; exit 2; }
-CUDA=${CUDA:-/usr/local/cuda}
-CUO=${CUOBJDUMP:-$(command -v cuobjdump || echo "$CUDA/bin/cuobjdump")}
-[ -x "$CUO" ] || { echo "sass_loops: no cuobjdump (set CUOBJDUMP)"; exit 2; }
-[ -x build/aot_build ] || { echo "sass_loops: build/aot_build missing (make aot)"; exit 2; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+sass_setup sass_loops
 SIDES=tree
-mkdir -p "$T/tree"
-tar -c gen templates include | tar -x -C "$T/tree"
 if [ -n "$REV" ]; then
     SIDES="rev tree"
-    mkdir -p "$T/rev"
-    git archive "$REV" gen templates include | tar -x -C "$T/rev"
+    sass_compile sass_loops rev "$REV" "$@"
 fi
+sass_compile sass_loops tree "" "$@"
 for side in $SIDES; do
-    DCPATTN_HOME="$T/$side" ./build/aot_build --arch sm_90a --out "$T/aot-$side" -j 2 "$@" > "$T/$side.log" 2>&1 ||
-        { echo "sass_loops: compiling the $side side failed"; tail -n 5 "$T/$side.log"; exit 1; }
-    for f in "$T/aot-$side"/*.cubin; do
-        n=$(basename "$f" | cut -d. -f1)
-        # a cache entry is a header followed by the ELF image
-        python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[d.find(b'\x7fELF'):])" \
-            "$f" "$T/$side-$n.elf"
-        "$CUO" -res-usage "$T/$side-$n.elf" > "$T/$side-$n.res" 2>/dev/null
-        "$CUO" -sass "$T/$side-$n.elf" > "$T/$side-$n.sass" 2>/dev/null
+    for f in "$T/elf-$side"/*.elf; do
+        n=$(basename "$f" .elf)
+        "$CUO" -res-usage "$f" > "$T/$side-$n.res" 2>/dev/null
+        "$CUO" -sass "$f" > "$T/$side-$n.sass" 2>/dev/null
     done
 done
 python3 - "$T" "$SIDES" "$@" <<'EOF'
