@@ -16,7 +16,8 @@
 //   per KV tile
 //     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
 //                   cp.async copies of a tile, at g_off) and fetch_page (the page-table lookup
-//                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> fp16 tiles)
+//                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> fp16 tiles);
+//                   PRODUCER: both by the producer warpgroup, in its loop of gqa_segment
 //     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma); FRAG8:
 //                   scores_step_frag8 (K fragments from the e4m3 stage)
 //     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
@@ -47,13 +48,14 @@
 // that reach a row's limit), O rescaled only when a row max of the warp moves: the tile loop
 // is short in instructions, which the q_len 4-8 rows need (docs/performance.md).
 //
-// Hopper (sm_90a), one warpgroup of 64 rows (M_TILE 64, 128 threads, D 128): the same
-// pipeline and softmax, but QK^T and PV run on wgmma (m64n64k16 and m64n128k16, Q and P from
-// registers, K and V from shared memory), so the tiles are read from shared memory once per
-// CTA instead of once per warp. Tiles are then stored as 128-byte-swizzled column blocks of
-// 64 channels (the chunk c of row r of a block at chunk c ^ (r % 8), blocks 1024-byte
-// aligned): a K-major operand for QK^T and an MN-major one for PV. Elsewhere rows are stored
-// whole with the XOR of chunk_xor below; both layouts keep ldmatrix free of bank conflicts.
+// Hopper (sm_90a), one warpgroup of 64 rows (M_TILE 64, 128 threads, D 128; FP8: and a
+// producer warpgroup, below): the same pipeline and softmax, but QK^T and PV run on wgmma
+// (m64n64k16 and m64n128k16, Q and P from registers, K and V from shared memory), so the
+// tiles are read from shared memory once per CTA instead of once per warp. Tiles are then
+// stored as 128-byte-swizzled column blocks of 64 channels (the chunk c of row r of a block
+// at chunk c ^ (r % 8), blocks 1024-byte aligned): a K-major operand for QK^T and an
+// MN-major one for PV. Elsewhere rows are stored whole with the XOR of chunk_xor below; both
+// layouts keep ldmatrix free of bank conflicts.
 // The two paths share the fragment layouts (an m64nN accumulator is four m16nN mma.sync
 // accumulators, one per warp), so everything between the MMAs is one code.
 //
@@ -68,17 +70,23 @@
 // Shared memory then carries one byte per element, which a decode step at twice the tokens
 // per second needs. Elsewhere (the wgmma path, whose B operands come from shared memory, and
 // head dim 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is
-// converted into one fp16 tile (convert_tile) for the 16-bit code; on the wgmma path
-// (OVERLAP8) while the other operand's wgmma runs: V of tile t under S of t, K of tile t + 1
-// under PV of t, which takes a stage's two conversions off the tile's chain. k_scale joins
-// the softmax scale, v_scale multiplies O before the epilogue; both are read from device
-// memory by the kernel.
+// converted into fp16 tiles (convert_tile) for the 16-bit code. On the wgmma path (PRODUCER) a
+// second warpgroup gathers and converts: 256 threads, 128 registers each at launch, two CTAs
+// per SM; the producer gives 32 of its registers to the math warpgroup (setmaxnreg) and
+// converts tile t into one of two fp16 K/V tile pairs while the math warpgroup computes tile
+// t - 1 from the other (Q then comes from the Q tile in shared memory, not registers), one
+// barrier between them a tile. The conversions and the gather, half of a tile's instructions,
+// leave the chain of wgmmas and softmax, and each SM issues from four warpgroups. k_scale
+// joins the softmax scale, v_scale multiplies O before the epilogue; both are read from
+// device memory by the kernel.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
 // (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.) FP8 cache:
-//     STAGES*KV_TILE*2*HEAD_DIM + M_TILE*HEAD_DIM*2 (+ KV_TILE*2*HEAD_DIM*2 + 1024 on the wgmma path)
-// (Q tile, [the converted K and V tiles,] STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
+//     STAGES*KV_TILE*2*HEAD_DIM + M_TILE*HEAD_DIM*2 (+ 2*KV_TILE*2*HEAD_DIM*2 + 1024 on the
+//     wgmma path, STAGES = 2: 113 KiB, two CTAs in an H200 SM's 228 KiB with the 1 KiB each
+//     reserves; + KV_TILE*2*HEAD_DIM*2 for head dim 96)
+// (Q tile, [the converted K tiles and V tiles,] STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
 // of 8 elements, of 16 for an e4m3 cache (the host validates this).
@@ -105,7 +113,13 @@ struct GqaTraits {
     static constexpr int STAGES = STAGES_;
     static constexpr int THREADS = THREADS_;
 
-    static constexpr int WARPS = THREADS / 32;
+    // FP8 on the wgmma path: a producer warpgroup (the second of THREADS = 256) gathers and
+    // converts the tiles while the first computes (gqa_segment); elsewhere every warp does both.
+    // ROLE_THREADS: the threads of one role, the math warps and the gather's.
+    static constexpr bool PRODUCER = sizeof(KV_T) == 1 && WGMMA_ && DCPATTN_GQA_WGMMA;
+    static constexpr int ROLE_THREADS = PRODUCER ? THREADS / 2 : THREADS;
+    static constexpr int PRODUCER_REGS = 96;  // of the 2 x 128 a thread pair has (the math warpgroup: the rest)
+    static constexpr int WARPS = ROLE_THREADS / 32;
     static constexpr int WARPS_M = M_TILE / 16;
     static constexpr int WARPS_N = WARPS / WARPS_M;
     static constexpr int NW = KV_TILE / WARPS_N;  // keys of a tile per warp
@@ -115,19 +129,20 @@ struct GqaTraits {
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile of T
     // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes). FRAG8: they
-    // are swizzled like T rows and read straight into mma.sync fragments; else (the wgmma path,
-    // or rows the swizzle does not fit) each iteration converts one K and one V tile into the
-    // T tiles at SMEM_K and SMEM_V. The generator decides the same (gen/dcpattn/gqa.lua; the
-    // instance checks that both agree on the shared memory).
+    // are swizzled like T rows and read straight into mma.sync fragments; else each tile's K
+    // and V are converted into T tiles at SMEM_K and SMEM_V: two of each (PRODUCER: the one
+    // the math warpgroup reads and the one being converted), or one (rows the swizzle does not
+    // fit). The generator decides the same (gen/dcpattn/gqa.lua; the instance checks that both
+    // agree on the shared memory).
     static constexpr bool FP8 = sizeof(KV_T) == 1;
     static constexpr int KV_BYTES = sizeof(KV_T);
     static constexpr int G_CHUNKS = D * KV_BYTES / 16;  // 16-byte chunks per cache row
     static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
     static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
                                   WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
-    static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;  // 16-bit tiles per operand
-    // FP8 on the wgmma path: conversions overlap the wgmmas (gqa_segment)
-    static constexpr bool OVERLAP8 = FP8 && WG;
+    // 16-bit tiles per operand (the layout follows the generator's wgmma flag, so that an
+    // arch without wgmma runs the same shared memory on mma.sync with all warps)
+    static constexpr int T_TILES = FRAG8 ? 0 : FP8 && WGMMA_ ? 2 : FP8 ? 1 : STAGES;
     // The MMAs' element type: fp16 with an e4m3 cache (see the top of this file), else T.
     using MT = typename type_if<FP8, fp16, T>::type;
     static constexpr int SMEM_Q = 0;
@@ -139,7 +154,8 @@ struct GqaTraits {
     static constexpr int WROWS = 32 / G_CHUNKS;  // token rows one warp copies per pass
     static constexpr int KV_LOADS = (KV_TILE + WARPS * WROWS - 1) / (WARPS * WROWS);  // passes per tile
     static constexpr int Q_LOADS = (M_TILE * CHUNKS + THREADS - 1) / THREADS;
-    // Q fragments stay in registers only where that still leaves room for MIN_BLOCKS CTAs.
+    // Q fragments stay in registers only where that still leaves room for MIN_BLOCKS CTAs
+    // (PRODUCER: S = Q K^T reads Q from shared memory).
     static constexpr bool Q_IN_REGS = D <= 128 && THREADS <= 128;
     // CTAs per SM the register budget is cut for (__launch_bounds__), from an estimate of
     // the live registers (O, S, Q fragments, ~48 others) and capped by shared memory; heads
@@ -148,8 +164,11 @@ struct GqaTraits {
     static constexpr int REGS_EST = D / 2 + NW / 2 + (Q_IN_REGS ? D / 4 + 8 : 0) + 48;
     static constexpr int MIN_BLOCKS_REGS = D > 128 ? 1 : 65536 / (THREADS * REGS_EST);
     static constexpr int MIN_BLOCKS_SMEM = SMEM_PER_SM / (SMEM_BYTES + 1024);
-    static constexpr int MIN_BLOCKS =
-        MIN_BLOCKS_SMEM < MIN_BLOCKS_REGS ? MIN_BLOCKS_SMEM : MIN_BLOCKS_REGS < 1 ? 1 : MIN_BLOCKS_REGS;
+    // PRODUCER: two CTAs, 128 registers a thread (the math warpgroup's O and S fit).
+    static constexpr int MIN_BLOCKS = PRODUCER ? 2
+                                      : MIN_BLOCKS_SMEM < MIN_BLOCKS_REGS ? MIN_BLOCKS_SMEM
+                                      : MIN_BLOCKS_REGS < 1               ? 1
+                                                                          : MIN_BLOCKS_REGS;
 
     static_assert(D % 32 == 0 && D >= 64 && D <= 256, "head dim");
     static_assert(GROUP >= 1, "group");
@@ -160,8 +179,8 @@ struct GqaTraits {
     static_assert(D * KV_BYTES % 16 == 0, "cache rows in 16-byte chunks");
     static_assert(WROWS >= 1 && KV_LOADS * WROWS <= 32, "one lookup lane per token of a warp");
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
-    static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == 128 && D == 128 && KV_TILE == 64),
-                  "wgmma path: one warpgroup of 64 rows, head dim 128, 64-key tiles");
+    static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == (FP8 ? 256 : 128) && D == 128 && KV_TILE == 64),
+                  "wgmma path: one warpgroup of 64 rows (and the producer's), head dim 128, 64-key tiles");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
@@ -275,17 +294,17 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // All passes' loads go out before the first conversion (one shared-memory latency, not one per
 // pass).
 template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, unsigned t, int tid) {
-    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS, PASSES = ITEMS / Tr::THREADS;
-    static_assert(ITEMS % Tr::THREADS == 0, "conversion: whole passes");
+    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS, PASSES = ITEMS / Tr::ROLE_THREADS;
+    static_assert(ITEMS % Tr::ROLE_THREADS == 0, "conversion: whole passes");
     unsigned w[PASSES][2];
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
-        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        const int i = tid + j * Tr::ROLE_THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
         ld_shared_u2(g + r * Tr::D + c * 8, w[j][0], w[j][1]);
     }
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
-        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        const int i = tid + j * Tr::ROLE_THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
         unsigned a[4];
         e4m3x4_to<typename Tr::MT>(w[j][0], a[0], a[1]);
         e4m3x4_to<typename Tr::MT>(w[j][1], a[2], a[3]);
@@ -396,7 +415,7 @@ template <class Tr> struct KvGather {
         cp_async_commit();
     }
     // Tiles 0 .. AHEAD - 1 into their stages (AHEAD: STAGES - 1, or STAGES where a stage is
-    // freed before the tile after it is issued, OVERLAP8).
+    // freed before the tile after it is issued, PRODUCER).
     template <int AHEAD> __device__ __forceinline__ void prologue() {
         fetch_page(kv_begin);
 #pragma unroll
@@ -437,7 +456,7 @@ template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &b
 }
 
 // Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
-template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
+template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS || (Tr::WG && !Tr::PRODUCER) ? Tr::D / 16 : 1][4];
 
 // This warp's Q fragments into registers from the Q tile (where they stay there: the wgmma path,
 // Q_IN_REGS), after the Q tile landed.
@@ -447,7 +466,7 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
     if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
-    } else if constexpr (Tr::WG) {
+    } else if constexpr (Tr::WG && !Tr::PRODUCER) {
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 16; ++kk)
             ldsm_x4(sQ + tile_off<Tr, Tr::M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
@@ -459,20 +478,24 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
 
 // The wgmma path's MMAs as one wgmma group left running, which wgmma_done completes; the
 // descriptors advance on their low word (the start address field never carries).
-// Stage "scores": S = Q K^T (the first k-step overwrites s), the K tile at dk0 + stage_off.
+// Stage "scores": S = Q K^T (the first k-step overwrites s), Q from qf (PRODUCER: the Q tile
+// at dq), the K tile at dk0 + stage_off.
 template <class Tr>
-__device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dk0,
-                                             unsigned stage_off) {
+__device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dq,
+                                             unsigned long long dk0, unsigned stage_off) {
     constexpr int NW = Tr::NW;
     constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
     float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32), qlo = (unsigned)dq, qhi = (unsigned)(dq >> 32);
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < Tr::D / 16; ++kk)
-        wgmma_rs_n64<typename Tr::MT>(
-            sf, qf[kk], desc_at(add_at(lo, (stage_off + (kk >> 2) * KV_BLOCK + (kk & 3) * 32) >> 4), hi), kk > 0);
+    for (int kk = 0; kk < Tr::D / 16; ++kk) {
+        const unsigned off = (kk >> 2) * KV_BLOCK + (kk & 3) * 32;  // the Q tile's the same (M_TILE = KV_TILE)
+        const unsigned long long dk = desc_at(add_at(lo, (stage_off + off) >> 4), hi);
+        if constexpr (Tr::PRODUCER) wgmma_ss_n64<typename Tr::MT>(sf, desc_at(add_at(qlo, off >> 4), qhi), dk, kk > 0);
+        else wgmma_rs_n64<typename Tr::MT>(sf, qf[kk], dk, kk > 0);
+    }
     wgmma_commit();
 }
 // Stage "PV": O += P V, P's A fragments (a) from the scores s, V the tile at dv0 + stage_off.
@@ -500,13 +523,14 @@ template <int N> __device__ __forceinline__ void wgmma_done(float (&acc)[N]) {
 // K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
 template <class Tr>
 __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa,
-                                            const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
+                                            const GqaRows<Tr> &ka, unsigned long long dq, unsigned long long dk0,
+                                            unsigned stage_off) {
     using T = typename Tr::MT;
     constexpr int D = Tr::D, NW = Tr::NW;
 #pragma unroll
     for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     if constexpr (Tr::WG) {
-        scores_issue<Tr>(s, qf, dk0, stage_off);
+        scores_issue<Tr>(s, qf, dq, dk0, stage_off);
         wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
     } else
 #pragma unroll
@@ -607,6 +631,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    // PRODUCER: warpgroup 1 gathers and converts (its warps 0-3 in the gather's numbering)
+    const bool producer = Tr::PRODUCER && warp >= Tr::WARPS;
     const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
 
@@ -620,9 +646,10 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     load_q_tile<Tr>(p, cta, kvh, sQ, tid);
 
     // stage "gather": the first AHEAD tiles go out now, one more per tile of the loop
-    constexpr int AHEAD = Tr::OVERLAP8 ? STAGES : STAGES - 1;
-    KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, warp);
-    gather.template prologue<AHEAD>();
+    // (PRODUCER: by the producer alone, AHEAD = STAGES, a stage being free once converted)
+    constexpr int AHEAD = Tr::PRODUCER ? STAGES : STAGES - 1;
+    KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, Tr::PRODUCER ? warp & (Tr::WARPS - 1) : warp);
+    if (!Tr::PRODUCER || producer) gather.template prologue<AHEAD>();
 
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
@@ -644,9 +671,14 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     operand_rows<Tr>(qa, ka, va, sQ, sK, sV, lane, wm, wn, fx);
 
     GqaQFrags<Tr> qf;
-    cp_async_wait<STAGES - 1>();  // the Q group (OVERLAP8: and tile 0)
+    if (Tr::PRODUCER && !producer) cp_async_wait<0>();  // the Q group
+    else cp_async_wait<STAGES - 1>();                    // the Q group (PRODUCER: and tile 0)
     __syncthreads();
     if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
+    if constexpr (Tr::PRODUCER) {  // the Q tile -> visible to wgmma
+        fence_proxy_async();
+        __syncthreads();
+    }
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
@@ -672,33 +704,53 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
         if (__any_sync(0xffffffffu, sm.al_lo != 1.f || sm.al_hi != 1.f)) scale_rows(o, sm.al_lo, sm.al_hi);
     };
 
-    if constexpr (Tr::OVERLAP8) {
-        // FP8 on wgmma: one converted K tile and one converted V tile, each converted while
-        // the wgmma of the other runs (V of tile t under S = Q K^T of t, K of t + 1 under PV
-        // of t); a stage is free once both its tiles are converted, mid-tile, so the gather
-        // issues tile t + STAGES there (AHEAD = STAGES).
-        convert_tile<Tr>(sGK, sK, tid);  // K of tile 0, landed with the Q group
-        fence_proxy_async();
-        __syncthreads();
-        for (int t = 0; t < n_tiles; ++t) {
-            const int ts = kv_begin + t * KV_TILE;
-            float s[NW / 8][4];
-            scores_issue<Tr>(s, qf, dk0, 0u);
-            convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
-            wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
-            softmax_stage(s, ts);
-            cp_async_wait<STAGES - 2>();  // tile t + 1
-            fence_proxy_async();          // V of tile t -> visible to wgmma
-            __syncthreads();              // ... for all; tile t + 1 landed; stage t % STAGES is free
-            gather.issue(t % STAGES, kv_begin + (t + STAGES) * KV_TILE);
-            gather.fetch_page(kv_begin + (t + STAGES + 1) * KV_TILE);
-            unsigned a[NW / 16][4];
-            pv_issue<Tr>(o, a, s, dv0, 0u);
-            if (t + 1 < n_tiles) convert_tile<Tr>(sGK + ((t + 1) % STAGES) * Tr::G_TILE_BYTES, sK, tid);
-            wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
-            fence_regs(a);
-            fence_proxy_async();  // K of tile t + 1 -> visible to wgmma
-            __syncthreads();      // ... for all; the V tile is free
+    if constexpr (Tr::PRODUCER) {
+        // FP8 on wgmma, the two warpgroups in step, one barrier (2, the CTA's threads, met at
+        // different instructions: barrier.sync, nbar_sync_apart) a tile:
+        // in step t the producer converts tile t (its e4m3 stage, landed) into the fp16 tiles
+        // t % 2 and sends tile t + STAGES into the stage, while the math warpgroup computes
+        // tile t - 1 from the fp16 tiles (t - 1) % 2, converted in step t - 1. Each role has
+        // a loop of its own and its share of the registers (setmaxnreg; 128 each again after
+        // the loops, for the epilogue).
+        if (producer) {
+            setmaxnreg_dec<Tr::PRODUCER_REGS>();
+            const int ptid = tid & (Tr::ROLE_THREADS - 1);  // (a power of two: the compiler sees the range)
+            for (int t = 0; t < n_tiles; ++t) {
+                const int st = t % STAGES;
+                const unsigned cb = (t & 1) * Tr::TILE_BYTES;
+                cp_async_wait<STAGES - 1>();  // tile t, this thread's copies
+                nbar_sync<1, 128>();          // ... and the other producers'
+                convert_tile<Tr>(sGK + st * Tr::G_TILE_BYTES, sK + cb, ptid);
+                convert_tile<Tr>(sGV + st * Tr::G_TILE_BYTES, sV + cb, ptid);
+                nbar_sync<1, 128>();  // stage st read by all producers: refill it
+                gather.issue(st, kv_begin + (t + STAGES) * KV_TILE);
+                gather.fetch_page(kv_begin + (t + STAGES + 1) * KV_TILE);
+                fence_proxy_async();  // the fp16 tiles -> visible to wgmma
+                nbar_sync_apart<2, THREADS>();  // fp16 tiles t % 2 converted; tiles (t - 1) % 2 free
+            }
+            nbar_sync_apart<2, THREADS>();  // (the math warpgroup's last step)
+            setmaxnreg_inc<128>();
+            // the producer's state for the epilogue, set only now: its registers stay free in the loop
+#pragma unroll
+            for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+        } else {
+            setmaxnreg_inc<256 - Tr::PRODUCER_REGS>();
+            const unsigned long long dq = sw128_desc(sQ, 16, 1024);
+            nbar_sync_apart<2, THREADS>();  // (the producer's first step)
+            for (int t = 0; t < n_tiles; ++t) {
+                const int ts = kv_begin + t * KV_TILE;
+                const unsigned cb = (t & 1) * Tr::TILE_BYTES;
+                float s[NW / 8][4];
+                scores_issue<Tr>(s, qf, dq, dk0, cb);
+                wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
+                softmax_stage(s, ts);
+                unsigned a[NW / 16][4];
+                pv_issue<Tr>(o, a, s, dv0, cb);
+                wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
+                fence_regs(a);
+                nbar_sync_apart<2, THREADS>();  // the fp16 tiles t % 2 are free; tiles t + 1 converted
+            }
+            setmaxnreg_dec<128>();
         }
     } else {
         for (int t = 0; t < n_tiles; ++t) {
@@ -710,7 +762,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                 gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
                 gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
             }
-            if constexpr (Tr::FP8 && !Tr::FRAG8) {  // (not the wgmma path: OVERLAP8 above)
+            if constexpr (Tr::FP8 && !Tr::FRAG8) {  // (not the wgmma path: PRODUCER above)
                 convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
                 convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
                 __syncthreads();
@@ -722,7 +774,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
             float s[NW / 8][4];
             if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
-            else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
+            else scores_step<Tr>(s, qf, qa, ka, 0, dk0, stage_off);
 
             softmax_stage(s, ts);
 
@@ -790,6 +842,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     auto part_row = [&](const AttnRowOut &out, int R) { return BAL ? part_row0 + (R - row0) : out.part(cta.split); };
     if (Tr::WG && !in_cluster) {
         // each row's whole state is in one warp: normalize and write from registers
+        if (producer) return;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int R = row0 + (half ? r_hi : r_lo);
@@ -818,7 +871,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     float *sm_m = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_Q);  // [WARPS_N][M_TILE]
     float *sm_l = sm_m + WARPS_N * M_TILE;
     float *red = reinterpret_cast<float *>(gqa_smem + Tr::SMEM_K);  // [WARPS_N][M_TILE][D]
-    stash_state<Tr>(sm_m, sm_l, red, o, m_lo, m_hi, l_lo, l_hi, wn, r_lo, r_hi, q4);
+    if (!producer) stash_state<Tr>(sm_m, sm_l, red, o, m_lo, m_hi, l_lo, l_hi, wn, r_lo, r_hi, q4);
     if (in_cluster) {
 #if DCPATTN_HAS_CLUSTERS
         cluster_sync();

@@ -176,13 +176,6 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
 
 namespace mla_detail {
 
-// Named barriers with immediate ids (a register id makes ptxas reserve all 16).
-template <int ID, int N> __device__ __forceinline__ void nbar_sync() {
-    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-}
-template <int ID, int N> __device__ __forceinline__ void nbar_arrive() {
-    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-}
 // bar.sync over the 128 threads of a warpgroup that also returns whether any passed true.
 template <int ID> __device__ __forceinline__ bool nbar_or128(bool x) {
     unsigned r;

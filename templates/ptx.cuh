@@ -228,6 +228,18 @@ __device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long
 __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 __device__ __forceinline__ void nanosleep_ns(unsigned ns) { asm volatile("nanosleep.u32 %0;\n" ::"r"(ns)); }
 
+// Named barriers with immediate ids (a register id makes ptxas reserve all 16).
+template <int ID, int N> __device__ __forceinline__ void nbar_sync() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// The same where the threads meeting there run different code (a producer's loop and the
+// math warpgroup's): barrier.sync without .aligned, which bar.sync implies.
+template <int ID, int N> __device__ __forceinline__ void nbar_sync_apart() {
+    asm volatile("barrier.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+template <int ID, int N> __device__ __forceinline__ void nbar_arrive() {
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Wait until at most N of this warpgroup's committed wgmma groups are still running.

@@ -5,8 +5,10 @@
    CPU reference of tests/ref.h (seed from the clock, printed; DCPATTN_TEST_SEED=N repeats a
    run).
 
-   Cases: four GQA shapes (head dims 64, 96, 128 and 256, groups 1 to 16, bf16 and fp16, pages
-   of 1, 16 and 64 tokens, W 1 and 4, decode and q_len up to 8), each without splits, with 4
+   Cases: five GQA shapes (head dims 64, 96, 128 and 256, groups 1 to 16, bf16 and fp16, pages
+   of 1, 16 and 64 tokens, W 1 and 4, decode and q_len up to 8; one with an e4m3 cache, whose
+   64-row variant sm_90 runs with a producer warpgroup and sm_80 on 8 mma.sync warps), each
+   without splits, with 4
    splits (the split merge, PTX too) and under the balanced schedule, on the same inputs.
    Each checks that the variant is the one sm_80 selects (32 rows of one KV head: the m32
    tile, which sm_90 serves with the 64-row wgmma tile), that no plan takes the cluster merge
@@ -28,13 +30,15 @@
 typedef struct pcase {
     int dtype, d, group, hkv, ps, W, qlen_max;
     const char *variant; /* what sm_80 selects */
+    int fp8;             /* an e4m3 cache */
 } pcase;
 
 static const pcase CASES[] = {
-    {DCPATTN_BF16, 128, 8, 2, 16, 1, 4, "gqa_bf16_d128_g8_m32"},   /* sm_90: gqa_bf16_d128_g8_m64 */
-    {DCPATTN_FP16, 64, 4, 1, 1, 4, 1, "gqa_fp16_d64_g4_m16"},
-    {DCPATTN_BF16, 256, 16, 1, 64, 1, 8, "gqa_bf16_d256_g16_m64"}, /* 128 rows: two tiles, 256 threads */
-    {DCPATTN_BF16, 96, 1, 4, 16, 4, 2, "gqa_bf16_d96_g1_m16"},
+    {DCPATTN_BF16, 128, 8, 2, 16, 1, 4, "gqa_bf16_d128_g8_m32", 0}, /* sm_90: gqa_bf16_d128_g8_m64 */
+    {DCPATTN_FP16, 64, 4, 1, 1, 4, 1, "gqa_fp16_d64_g4_m16", 0},
+    {DCPATTN_BF16, 256, 16, 1, 64, 1, 8, "gqa_bf16_d256_g16_m64", 0}, /* 128 rows: two tiles, 256 threads */
+    {DCPATTN_BF16, 96, 1, 4, 16, 4, 2, "gqa_bf16_d96_g1_m16", 0},
+    {DCPATTN_BF16, 128, 8, 1, 16, 4, 8, "gqa_bf16_kve4m3_d128_g8_m64", 1},
 };
 static const int SPLITS[] = {1, 4, DCPATTN_SPLITS_BALANCED};
 
@@ -56,6 +60,7 @@ static void run_case(dcpattn_context *ctx, const pcase *c) {
     }
     data_make(&bd, c->dtype, c->group * c->hkv, c->hkv, c->d, B, qlen, L, &seed);
     bd.max_q = c->qlen_max; /* the variant depends on the bound, not on the draw */
+    if (c->fp8) data_set_fp8(&bd, 0, 0, &seed);
     rank_build(&ri, &bd, c->ps, c->W, rnd(0, c->W - 1), 1, 0, 0, &seed);
     memset(&rc, 0, sizeof rc);
     rc.causal = 1;
@@ -68,8 +73,8 @@ static void run_case(dcpattn_context *ctx, const pcase *c) {
         void *ws = NULL;
         char msg[1024];
         rc.splits = SPLITS[i];
-        snprintf(g_case, sizeof g_case, "%s d%d g%d hkv%d ps%d W%d r%d q_len <= %d, num_splits %d", dt_name(c->dtype),
-                 c->d, c->group, c->hkv, c->ps, ri.W, ri.r, c->qlen_max, rc.splits);
+        snprintf(g_case, sizeof g_case, "%s%s d%d g%d hkv%d ps%d W%d r%d q_len <= %d, num_splits %d", dt_name(c->dtype),
+                 c->fp8 ? " (e4m3 cache)" : "", c->d, c->group, c->hkv, c->ps, ri.W, ri.r, c->qlen_max, rc.splits);
         if (plan_for(ctx, &bd, &ri, &rc, &plan) != DCPATTN_STATUS_SUCCESS) {
             CHECK(0, "%s: plan: %s", g_case, dcpattn_last_error());
             continue;
