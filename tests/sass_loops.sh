@@ -5,10 +5,13 @@
 # disassembles them (cuobjdump -sass) and prints, for every kernel function, its registers and
 # stack and, for its tile loop (of the innermost loops with tensor-core instructions, the one
 # with the most, the shortest of those), its static instruction count, the MMAs in it, and the
-# register moves, shuffles and cp.async copies among them. A GQA kernel issues about as many
-# instructions per tile as the loop holds (the mask and rescale branches aside), so where the
-# instructions bound a tile (the FP8 tiles) a shorter loop is a cheaper tile; the benchmark
-# decides. Needs build/aot_build (make aot) and cuobjdump ($CUOBJDUMP, $CUDA/bin or PATH).
+# register moves, shuffles, cp.async copies and local-memory (spill) accesses among them; where
+# a producer warpgroup copies in a loop of its own, that gather loop's instructions, copies,
+# e4m3 conversions and spill accesses. A GQA kernel issues about as many instructions per
+# tile as the loop holds (the mask and rescale branches aside), but a shorter loop is not
+# always a faster tile (the FP8 m16 tile lost a tenth of its instructions and no time,
+# docs/performance.md); the benchmark decides. Needs build/aot_build (make aot) and cuobjdump
+# ($CUOBJDUMP, $CUDA/bin or PATH).
 set -e
 . "$(dirname "$0")/sass_lib.sh"
 REV=
@@ -51,18 +54,22 @@ def functions(path):
 def opcode(text):
     return re.sub(r'^@!?U?P\w+\s+', '', text).split()[0]
 
-def tile_loop(code):
-    """Of the backward-branch loops holding MMAs that hold no other such loop, the one with the
-    most MMAs, the shortest of those (the tile loop): (start, end, instructions), or None."""
+def inner_loop(code, weight, predicated=False):
+    """Of the backward-branch loops with weight(body) > 0 that hold no other such loop, the one
+    of the largest weight, the shortest of those: (start, end, instructions), or None.
+    predicated: only loops closed by a predicated branch (not the jumps back from the
+    divergence handlers that ptxas puts at a function's end)."""
     index = {a: i for i, (a, _) in enumerate(code)}
     found = []
     for i, (a, text) in enumerate(code):
         m = re.search(r'\bBRA (0x[0-9a-f]+)', text)
+        if predicated and not text.startswith('@'):
+            continue
         if m and int(m.group(1), 16) <= a and int(m.group(1), 16) in index:
             body = code[index[int(m.group(1), 16)]:i + 1]
-            mma = sum('MMA' in opcode(t) for _, t in body)
-            if mma:
-                found.append((body[0][0], a, body, mma))
+            w = weight(body)
+            if w:
+                found.append((body[0][0], a, body, w))
     inner = [l for l in found if not any(o is not l and l[0] <= o[0] and o[1] <= l[1] for o in found)]
     if not inner:
         return None
@@ -75,6 +82,17 @@ def resources(path):
     for fn, regs, stack in re.findall(r'Function (\S+):\s+REG:(\d+) STACK:(\d+)', text):
         out[fn] = (int(regs), int(stack))
     return out
+
+def ops_in(body, *prefixes):
+    return sum(any(opcode(t).startswith(p) for p in prefixes) for _, t in body)
+
+def tile_loop(code):
+    """The loop with the MMAs (the tile loop)."""
+    return inner_loop(code, lambda body: ops_in(body, 'HMMA', 'HGMMA'))
+
+def gather_loop(code):
+    """A loop of its own with the copies and no MMA (a producer warpgroup's)."""
+    return inner_loop(code, lambda body: 0 if ops_in(body, 'HMMA', 'HGMMA') else ops_in(body, 'LDGSTS'), True)
 
 for name in names:
     for side in sides:
@@ -94,6 +112,12 @@ for name in names:
                     return sum(v for k, v in ops.items() if pred(k))
                 line += (f'; tile loop {start:#x}-{end:#x}: {len(body)} instructions, '
                          f'{count(lambda k: "MMA" in k)} MMA, {count(lambda k: k == "MOV" or k.startswith("IMAD.MOV"))} moves, '
-                         f'{count(lambda k: k.startswith("SHFL"))} shuffles, {count(lambda k: k.startswith("LDGSTS"))} cp.async')
+                         f'{count(lambda k: k.startswith("SHFL"))} shuffles, {count(lambda k: k.startswith("LDGSTS"))} cp.async, '
+                         f'{count(lambda k: k.startswith(("LDL", "STL")))} spill accesses')
+                g = gather_loop(code) if not ops_in(body, 'LDGSTS') else None
+                if g:
+                    gs, ge, gbody = g
+                    line += (f'; gather loop {gs:#x}-{ge:#x}: {len(gbody)} instructions, {ops_in(gbody, "LDGSTS")} cp.async, '
+                             f'{ops_in(gbody, "F2FP")} conversions, {ops_in(gbody, "LDL", "STL")} spill accesses')
             print(line)
 EOF
