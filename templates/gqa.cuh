@@ -523,14 +523,13 @@ template <int N> __device__ __forceinline__ void wgmma_done(float (&acc)[N]) {
 // K from the rows at ka (mma.sync) or the wgmma descriptor dk0.
 template <class Tr>
 __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa,
-                                            const GqaRows<Tr> &ka, unsigned long long dq, unsigned long long dk0,
-                                            unsigned stage_off) {
+                                            const GqaRows<Tr> &ka, unsigned long long dk0, unsigned stage_off) {
     using T = typename Tr::MT;
     constexpr int D = Tr::D, NW = Tr::NW;
 #pragma unroll
     for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     if constexpr (Tr::WG) {
-        scores_issue<Tr>(s, qf, dq, dk0, stage_off);
+        scores_issue<Tr>(s, qf, 0ull, dk0, stage_off);  // (Q from qf)
         wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
     } else
 #pragma unroll
@@ -774,7 +773,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
             float s[NW / 8][4];
             if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
-            else scores_step<Tr>(s, qf, qa, ka, 0, dk0, stage_off);
+            else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
 
             softmax_stage(s, ts);
 
