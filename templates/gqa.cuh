@@ -113,10 +113,13 @@ struct GqaTraits {
     static constexpr int STAGES = STAGES_;
     static constexpr int THREADS = THREADS_;
 
+    // wgmma path (see the top of this file): where the generator asks for it and the arch has it
+    static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
+    static constexpr bool FP8 = sizeof(KV_T) == 1;
     // FP8 on the wgmma path: a producer warpgroup (the second of THREADS = 256) gathers and
     // converts the tiles while the first computes (gqa_segment); elsewhere every warp does both.
     // ROLE_THREADS: the threads of one role, the math warps and the gather's.
-    static constexpr bool PRODUCER = sizeof(KV_T) == 1 && WGMMA_ && DCPATTN_GQA_WGMMA;
+    static constexpr bool PRODUCER = FP8 && WG;
     static constexpr int ROLE_THREADS = PRODUCER ? THREADS / 2 : THREADS;
     static constexpr int PRODUCER_REGS = 96;  // of the 2 x 128 a thread pair has (the math warpgroup: the rest)
     static constexpr int WARPS = ROLE_THREADS / 32;
@@ -124,8 +127,6 @@ struct GqaTraits {
     static constexpr int WARPS_N = WARPS / WARPS_M;
     static constexpr int NW = KV_TILE / WARPS_N;  // keys of a tile per warp
     static constexpr int CHUNKS = D / 8;          // 16-byte chunks per row
-    // wgmma path (see the top of this file): where the generator asks for it and the arch has it
-    static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile of T
     // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes). FRAG8: they
@@ -134,7 +135,6 @@ struct GqaTraits {
     // the math warpgroup reads and the one being converted), or one (rows the swizzle does not
     // fit). The generator decides the same (gen/dcpattn/gqa.lua; the instance checks that both
     // agree on the shared memory).
-    static constexpr bool FP8 = sizeof(KV_T) == 1;
     static constexpr int KV_BYTES = sizeof(KV_T);
     static constexpr int G_CHUNKS = D * KV_BYTES / 16;  // 16-byte chunks per cache row
     static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
@@ -181,6 +181,7 @@ struct GqaTraits {
     static_assert(CHUNKS % 8 == 0 || CHUNKS % 8 == 4, "swizzle");
     static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == (FP8 ? 256 : 128) && D == 128 && KV_TILE == 64),
                   "wgmma path: one warpgroup of 64 rows (and the producer's), head dim 128, 64-key tiles");
+    static_assert(!WG || PRODUCER || Q_IN_REGS, "wgmma path: Q from registers, or (PRODUCER) from shared memory");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
@@ -455,8 +456,9 @@ template <class Tr> __device__ __forceinline__ unsigned swz(const GqaRows<Tr> &b
     return base[kk % XP] + (kk / XP) * XP * 32;
 }
 
-// Q fragments held in registers (Q_IN_REGS or the wgmma path; else one unused).
-template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS || (Tr::WG && !Tr::PRODUCER) ? Tr::D / 16 : 1][4];
+// Q fragments held in registers (Q_IN_REGS, as on the wgmma path without a producer; else one
+// unused).
+template <class Tr> using GqaQFrags = unsigned[Tr::Q_IN_REGS ? Tr::D / 16 : 1][4];
 
 // This warp's Q fragments into registers from the Q tile (where they stay there: the wgmma path,
 // Q_IN_REGS), after the Q tile landed.
@@ -466,7 +468,7 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
     if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
-    } else if constexpr (Tr::WG && !Tr::PRODUCER) {
+    } else if constexpr (Tr::WG && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 16; ++kk)
             ldsm_x4(sQ + tile_off<Tr, Tr::M_TILE>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)), qf[kk]);
