@@ -121,6 +121,20 @@ template <> __device__ __forceinline__ void e4m3x4_split<fp16>(unsigned w, unsig
     e4m3x4_cvt_f16(prmt(w, 0u, 0x3120u), p02, p13);  // bytes b0, b2, b1, b3
 }
 #endif
+// e4m3 from fp32 (sm_89 on; the query operand of an e4m3 MMA): x0, x1 as the e4m3 pairs
+// hi = e4m3(x) and lo = e4m3(x - hi), byte 0 from x0. hi + lo holds x to 2^-8 of itself (each
+// rounding keeps 4 significant bits), down to e4m3's smallest subnormal (2^-9); 448 at most.
+__device__ __forceinline__ void f32x2_to_e4m3x2_hilo(float x0, float x1, unsigned &hi, unsigned &lo) {
+    unsigned short h, l;
+    unsigned hf;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(x1), "f"(x0));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hf) : "h"(h));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+        : "=h"(l)
+        : "f"(x1 - hi_float(fp16{}, hf)), "f"(x0 - lo_float(fp16{}, hf)));
+    hi = h;
+    lo = l;
+}
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }

@@ -69,13 +69,16 @@
 // put back once, frag8_unpermute), each byte pair turned into two fp16 values in registers.
 // Shared memory then carries one byte per element, which a decode step at twice the tokens
 // per second needs. Elsewhere (the wgmma path, whose B operands come from shared memory, and
-// head dim 96, whose 96-byte rows the swizzle does not fit) each landed K and V tile is
-// converted into fp16 tiles (convert_tile) for the 16-bit code. On the wgmma path (PRODUCER) a
-// second warpgroup gathers and converts: 256 threads, 128 registers each at launch, two CTAs
-// per SM; the producer gives 32 of its registers to the math warpgroup (setmaxnreg) and
-// converts tile t into one of two fp16 K/V tile pairs while the math warpgroup computes tile
-// t - 1 from the other (Q then comes from the Q tile in shared memory, not registers), one
-// barrier between them a tile. The conversions and the gather, half of a tile's instructions,
+// head dim 96, whose 96-byte rows the swizzle does not fit) each landed V tile, and but for the
+// wgmma path each K tile, is converted into fp16 tiles (convert_tile) for the 16-bit code. On the
+// wgmma path (PRODUCER) S = Q K^T runs on e4m3 wgmma straight from the K stage as it landed (in
+// 128-byte swizzle atoms, g_off), Q split once into two e4m3 tiles hi + lo (q_tile_to_e4m3:
+// exact for a bf16 query, rescaled by a power of two), and a second warpgroup gathers and
+// converts V: 256 threads, 128 registers each at launch, two CTAs per SM; the producer gives
+// 32 of its registers to the math warpgroup (setmaxnreg) and converts the V of tile t into
+// one of two fp16 tiles while the math warpgroup computes tile t - 1 (four e4m3 stages: the K
+// the math warpgroup reads, the tile being converted, two in flight), one barrier between them
+// a tile. The conversions and the gather, half of a tile's instructions,
 // leave the chain of wgmmas and softmax, and each SM issues from four warpgroups. k_scale
 // joins the softmax scale, v_scale multiplies O before the epilogue; both are read from
 // device memory by the kernel.
@@ -83,10 +86,11 @@
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
 // (Q tile, then STAGES K tiles, then STAGES V tiles; the epilogue reuses it.) FP8 cache:
-//     STAGES*KV_TILE*2*HEAD_DIM + M_TILE*HEAD_DIM*2 (+ 2*KV_TILE*2*HEAD_DIM*2 + 1024 on the
-//     wgmma path, STAGES = 2: 113 KiB, two CTAs in an H200 SM's 228 KiB with the 1 KiB each
-//     reserves; + KV_TILE*2*HEAD_DIM*2 for head dim 96)
-// (Q tile, [the converted K tiles and V tiles,] STAGES e4m3 K tiles, STAGES e4m3 V tiles.)
+//     STAGES*KV_TILE*2*HEAD_DIM + M_TILE*HEAD_DIM*2 (+ KV_TILE*2*HEAD_DIM*2 where tiles are
+//     converted: head dim 96, and the wgmma path, + 1024 there, STAGES = 4: 113 KiB, two CTAs
+//     in an H200 SM's 228 KiB with the 1 KiB each reserves)
+// (Q tile, [two converted tiles: K and V, or PRODUCER's two V tiles,] STAGES e4m3 K tiles,
+// STAGES e4m3 V tiles.)
 //
 // Alignment: q, k, v, out and o_part 16-byte aligned; every element stride a multiple
 // of 8 elements, of 16 for an e4m3 cache (the host validates this).
@@ -116,8 +120,9 @@ struct GqaTraits {
     // wgmma path (see the top of this file): where the generator asks for it and the arch has it
     static constexpr bool WG = WGMMA_ && DCPATTN_GQA_WGMMA;
     static constexpr bool FP8 = sizeof(KV_T) == 1;
-    // FP8 on the wgmma path: a producer warpgroup (the second of THREADS = 256) gathers and
-    // converts the tiles while the first computes (gqa_segment); elsewhere every warp does both.
+    // FP8 on the wgmma path: a producer warpgroup (the second of THREADS = 256) gathers the
+    // tiles and converts V while the first computes (gqa_segment), S = Q K^T running on e4m3
+    // wgmma from the K stage as it landed; elsewhere every warp gathers and converts.
     // ROLE_THREADS: the threads of one role, the math warps and the gather's.
     static constexpr bool PRODUCER = FP8 && WG;
     static constexpr int ROLE_THREADS = PRODUCER ? THREADS / 2 : THREADS;
@@ -130,19 +135,21 @@ struct GqaTraits {
     static constexpr int ROW_BYTES = D * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;  // one K or one V tile of T
     // FP8 cache: the STAGES-deep pipeline holds e4m3 tiles (G: rows of D bytes). FRAG8: they
-    // are swizzled like T rows and read straight into mma.sync fragments; else each tile's K
-    // and V are converted into T tiles at SMEM_K and SMEM_V: two of each (PRODUCER: the one
-    // the math warpgroup reads and the one being converted), or one (rows the swizzle does not
-    // fit). The generator decides the same (gen/dcpattn/gqa.lua; the instance checks that both
-    // agree on the shared memory).
+    // are swizzled like T rows and read straight into mma.sync fragments; PRODUCER: K is read
+    // by wgmma where it landed (128-byte swizzle, g_off) and V converted into the two T tiles
+    // at SMEM_K, in turn (the one the math warpgroup reads and the one being converted); else
+    // each tile's K and V are converted into the T tiles at SMEM_K and SMEM_V. The generator
+    // decides the same (gen/dcpattn/gqa.lua; the instance checks that both agree on the shared
+    // memory).
     static constexpr int KV_BYTES = sizeof(KV_T);
     static constexpr int G_CHUNKS = D * KV_BYTES / 16;  // 16-byte chunks per cache row
     static constexpr int G_TILE_BYTES = FP8 ? KV_TILE * D : TILE_BYTES;
     static constexpr bool FRAG8 = FP8 && !WGMMA_ && (G_CHUNKS % 8 == 0 || G_CHUNKS % 8 == 4) &&
                                   WARPS_N * M_TILE * D * 4 <= 2 * STAGES * G_TILE_BYTES;
-    // 16-bit tiles per operand (the layout follows the generator's wgmma flag, so that an
-    // arch without wgmma runs the same shared memory on mma.sync with all warps)
-    static constexpr int T_TILES = FRAG8 ? 0 : FP8 && WGMMA_ ? 2 : FP8 ? 1 : STAGES;
+    // 16-bit tiles per operand (the same with the generator's wgmma flag on an arch without
+    // wgmma: the shared memory is the generator's, run on mma.sync with all warps)
+    static constexpr int T_TILES = FRAG8 ? 0 : FP8 ? 1 : STAGES;
+    static constexpr int Q8_BYTES = M_TILE * D;  // PRODUCER: Q as two e4m3 tiles, hi then lo (q_tile_to_e4m3)
     // The MMAs' element type: fp16 with an e4m3 cache (see the top of this file), else T.
     using MT = typename type_if<FP8, fp16, T>::type;
     static constexpr int SMEM_Q = 0;
@@ -182,6 +189,8 @@ struct GqaTraits {
     static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == (FP8 ? 256 : 128) && D == 128 && KV_TILE == 64),
                   "wgmma path: one warpgroup of 64 rows (and the producer's), head dim 128, 64-key tiles");
     static_assert(!WG || PRODUCER || Q_IN_REGS, "wgmma path: Q from registers, or (PRODUCER) from shared memory");
+    static_assert(!PRODUCER || (G_CHUNKS == 8 && STAGES >= 3 && 2 * Q8_BYTES == M_TILE * ROW_BYTES),
+                  "producer: 128-byte e4m3 rows, a stage for the math warpgroup's K beside two in flight");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
@@ -205,10 +214,12 @@ template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r
 }
 
 // Byte offset of 16-byte chunk c of row r in a stage of the gather: T rows as tile_off; e4m3
-// rows of D bytes swizzled the same way where fragments are read from them (FRAG8), plain
-// where the tile is converted first.
+// rows of D bytes swizzled the same way where fragments are read from them (FRAG8) or in
+// 128-byte swizzle atoms, the K-major operand of the e4m3 wgmma (PRODUCER: 128-byte rows),
+// plain where the tile is converted first.
 template <class Tr> __device__ __forceinline__ unsigned g_off(int r, int c) {
     if constexpr (Tr::FRAG8) return r * Tr::D + ((c ^ chunk_xor<Tr::G_CHUNKS>(r)) << 4);
+    else if constexpr (Tr::PRODUCER) return r * 128 + ((c ^ (r & 7)) << 4);
     else if constexpr (Tr::FP8) return r * Tr::D + c * 16;
     else return tile_off<Tr, Tr::KV_TILE>(r, c);
 }
@@ -289,6 +300,53 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return __int_as_float((127 + e) << 23);
 }
 
+// PRODUCER: the landed Q tile at sQ (T, tile_off) times 2^-e as two e4m3 tiles, hi at sQ and lo
+// at sQ + Q8_BYTES (f32x2_to_e4m3x2_hilo; rows of D bytes in 128-byte swizzle atoms, the K-major
+// A operand of S's e4m3 wgmma), with e such that the tile's largest magnitude lies in [2^7, 2^8).
+// hi + lo is then exact for a bf16 element down to 2^-9 of the largest (hi keeps 4 of its 8
+// significant bits, lo the other 4), for fp16 to 2^-8 of itself; below that it is off by at
+// most 2^-17 of the largest. Returns 2^e, by which the scores are then scaled. Ends with a CTA
+// barrier (the caller fences the tiles for wgmma).
+template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, int tid, int lane) {
+    using T = typename Tr::T;
+    constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = ITEMS / Tr::THREADS;
+    static_assert(ITEMS % Tr::THREADS == 0, "Q tile: whole chunks a thread");
+    unsigned mx = 0;  // the largest magnitude's bits (bf16 and fp16 bits order as their values)
+    for (int i = lane; i < ITEMS; i += 32) {
+        unsigned v[4];
+        ld_shared_u4(sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS), v);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    T big;
+    big.bits = (unsigned short)mx;
+    const int ex = (int)(__float_as_uint(to_float(big)) >> 23);  // the biased fp32 exponent
+    const int e = mx ? max(ex - 127 - 7, -100) : 0;
+    const float down = __int_as_float((127 - e) << 23);
+    unsigned v[MINE][4];
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) {
+        const int i = tid + j * Tr::THREADS;
+        ld_shared_u4(sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS), v[j]);
+    }
+    __syncthreads();  // the tile is read: its space takes the e4m3 tiles
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) {
+        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        unsigned hi[4], lo[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
+        const unsigned a = sQ + r * 128 + (((c >> 1) ^ (r & 7)) << 4) + (c & 1) * 8;
+        st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
+        st_shared_u2(a + Tr::Q8_BYTES, lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
+    }
+    __syncthreads();
+    return __int_as_float((127 + e) << 23);
+}
+
 // FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the fp16 tile at t
 // (the layout of tile_off). A thread takes 8 bytes -> one 16-byte chunk per pass: a warp reads
 // 256 contiguous bytes and writes 32 chunks of rows whose swizzle spreads them over all banks.
@@ -301,7 +359,7 @@ template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, uns
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
         const int i = tid + j * Tr::ROLE_THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
-        ld_shared_u2(g + r * Tr::D + c * 8, w[j][0], w[j][1]);
+        ld_shared_u2(g + g_off<Tr>(r, c >> 1) + (c & 1) * 8, w[j][0], w[j][1]);
     }
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
@@ -480,24 +538,43 @@ __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr
 
 // The wgmma path's MMAs as one wgmma group left running, which wgmma_done completes; the
 // descriptors advance on their low word (the start address field never carries).
-// Stage "scores": S = Q K^T (the first k-step overwrites s), Q from qf (PRODUCER: the Q tile
-// at dq), the K tile at dk0 + stage_off.
+// Stage "scores": S = Q K^T (the first k-step overwrites s), Q from qf, the K tile at dk0 +
+// stage_off.
 template <class Tr>
-__device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dq,
-                                             unsigned long long dk0, unsigned stage_off) {
-    constexpr int NW = Tr::NW;
+__device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const GqaQFrags<Tr> &qf, unsigned long long dk0,
+                                             unsigned stage_off) {
     constexpr unsigned KV_BLOCK = Tr::KV_TILE * 128;
-    float(&sf)[NW / 2] = reinterpret_cast<float(&)[NW / 2]>(s);
-    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32), qlo = (unsigned)dq, qhi = (unsigned)(dq >> 32);
+    float(&sf)[Tr::NW / 2] = reinterpret_cast<float(&)[Tr::NW / 2]>(s);
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tr::D / 16; ++kk) {
-        const unsigned off = (kk >> 2) * KV_BLOCK + (kk & 3) * 32;  // the Q tile's the same (M_TILE = KV_TILE)
-        const unsigned long long dk = desc_at(add_at(lo, (stage_off + off) >> 4), hi);
-        if constexpr (Tr::PRODUCER) wgmma_ss_n64<typename Tr::MT>(sf, desc_at(add_at(qlo, off >> 4), qhi), dk, kk > 0);
-        else wgmma_rs_n64<typename Tr::MT>(sf, qf[kk], dk, kk > 0);
+        const unsigned off = (kk >> 2) * KV_BLOCK + (kk & 3) * 32;
+        wgmma_rs_n64<typename Tr::MT>(sf, qf[kk], desc_at(add_at(lo, (stage_off + off) >> 4), hi), kk > 0);
     }
+    wgmma_commit();
+}
+// PRODUCER's stage "scores": S = Q K^T in e4m3 k32 steps, Q's hi and lo tiles (q_tile_to_e4m3,
+// at dq and dq + Q8_BYTES) against the e4m3 K stage at dk0 + stage_off. An e4m3 wgmma adds into
+// its accumulators with about 14 significant bits, not fp32's 24 (truncating: a score comes out
+// a little closer to 0), each step losing bits in proportion to the sum so far: a score carries
+// an error of about 2^-13 of its size (G1F, G2F: LSE 1-4e-4 below the reference, within the
+// FP8 floor of docs/contract.md 10). The lo tile's steps go first, while the sum is small (hi
+// first measured no different, docs/performance.md).
+template <class Tr>
+__device__ __forceinline__ void scores_issue_e4m3(float (&s)[Tr::NW / 8][4], unsigned long long dq,
+                                                  unsigned long long dk0, unsigned stage_off) {
+    float(&sf)[Tr::NW / 2] = reinterpret_cast<float(&)[Tr::NW / 2]>(s);
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32), qlo = (unsigned)dq, qhi = (unsigned)(dq >> 32);
+    fence_regs(sf);
+    wgmma_fence();
+#pragma unroll
+    for (int h = 1; h >= 0; --h)  // lo, then hi
+#pragma unroll
+        for (int kk = 0; kk < Tr::D / 32; ++kk)
+            wgmma_ss_n64<e4m3>(sf, desc_at(add_at(qlo, (h * Tr::Q8_BYTES + kk * 32) >> 4), qhi),
+                               desc_at(add_at(lo, (stage_off + kk * 32) >> 4), hi), h == 0 || kk > 0);
     wgmma_commit();
 }
 // Stage "PV": O += P V, P's A fragments (a) from the scores s, V the tile at dv0 + stage_off.
@@ -531,7 +608,7 @@ __device__ __forceinline__ void scores_step(float (&s)[Tr::NW / 8][4], const Gqa
 #pragma unroll
     for (int n = 0; n < NW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     if constexpr (Tr::WG) {
-        scores_issue<Tr>(s, qf, 0ull, dk0, stage_off);  // (Q from qf)
+        scores_issue<Tr>(s, qf, dk0, stage_off);
         wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
     } else
 #pragma unroll
@@ -647,8 +724,9 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     load_q_tile<Tr>(p, cta, kvh, sQ, tid);
 
     // stage "gather": the first AHEAD tiles go out now, one more per tile of the loop
-    // (PRODUCER: by the producer alone, AHEAD = STAGES, a stage being free once converted)
-    constexpr int AHEAD = Tr::PRODUCER ? STAGES : STAGES - 1;
+    // (PRODUCER: by the producer alone, AHEAD = STAGES - 2: the math warpgroup reads K from a
+    // stage while the producer converts the V of the next)
+    constexpr int AHEAD = Tr::PRODUCER ? STAGES - 2 : STAGES - 1;
     KvGather<Tr> gather(p, cta, kvh, sGK, sGV, lane, Tr::PRODUCER ? warp & (Tr::WARPS - 1) : warp);
     if (!Tr::PRODUCER || producer) gather.template prologue<AHEAD>();
 
@@ -673,10 +751,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
     GqaQFrags<Tr> qf;
     if (Tr::PRODUCER && !producer) cp_async_wait<0>();  // the Q group
-    else cp_async_wait<STAGES - 1>();                    // the Q group (PRODUCER: and tile 0)
+    else cp_async_wait<AHEAD>();                         // the Q group
     __syncthreads();
-    if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
-    if constexpr (Tr::PRODUCER) {  // the Q tile -> visible to wgmma
+    if constexpr (Tr::PRODUCER) scale *= q_tile_to_e4m3<Tr>(sQ, tid, lane);
+    else if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
+    if constexpr (Tr::PRODUCER) {  // the Q tiles -> visible to wgmma
         fence_proxy_async();
         __syncthreads();
     }
@@ -708,26 +787,23 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     if constexpr (Tr::PRODUCER) {
         // FP8 on wgmma, the two warpgroups in step, one barrier (2, the CTA's threads, met at
         // different instructions: barrier.sync, nbar_sync_apart) a tile:
-        // in step t the producer converts tile t (its e4m3 stage, landed) into the fp16 tiles
-        // t % 2 and sends tile t + STAGES into the stage, while the math warpgroup computes
-        // tile t - 1 from the fp16 tiles (t - 1) % 2, converted in step t - 1. Each role has
+        // in step t the producer sends tile t + AHEAD into the stage of tile t - 2 (free since
+        // step t - 1) and converts the V of tile t (its e4m3 stage, landed) into the fp16 tile
+        // t % 2, while the math warpgroup computes tile t - 1: S from Q's e4m3 tiles and the K
+        // of its stage, PV from the fp16 tile (t - 1) % 2, converted in step t - 1. Each role has
         // a loop of its own and its share of the registers (setmaxnreg; 128 each again after
         // the loops, for the epilogue).
         if (producer) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
             const int ptid = tid & (Tr::ROLE_THREADS - 1);  // (a power of two: the compiler sees the range)
             for (int t = 0; t < n_tiles; ++t) {
-                const int st = t % STAGES;
-                const unsigned cb = (t & 1) * Tr::TILE_BYTES;
-                cp_async_wait<STAGES - 1>();  // tile t, this thread's copies
-                nbar_sync<1, 128>();          // ... and the other producers'
-                convert_tile<Tr>(sGK + st * Tr::G_TILE_BYTES, sK + cb, ptid);
-                convert_tile<Tr>(sGV + st * Tr::G_TILE_BYTES, sV + cb, ptid);
-                nbar_sync<1, 128>();  // stage st read by all producers: refill it
-                gather.issue(st, kv_begin + (t + STAGES) * KV_TILE);
-                gather.fetch_page(kv_begin + (t + STAGES + 1) * KV_TILE);
-                fence_proxy_async();  // the fp16 tiles -> visible to wgmma
-                nbar_sync_apart<2, THREADS>();  // fp16 tiles t % 2 converted; tiles (t - 1) % 2 free
+                gather.issue((t + AHEAD) % STAGES, kv_begin + (t + AHEAD) * KV_TILE);
+                gather.fetch_page(kv_begin + (t + AHEAD + 1) * KV_TILE);
+                cp_async_wait<AHEAD>();  // tile t, this thread's copies
+                nbar_sync<1, 128>();     // ... and the other producers'
+                convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sK + (t & 1) * Tr::TILE_BYTES, ptid);
+                fence_proxy_async();            // tile t's K stage and fp16 V -> visible to wgmma
+                nbar_sync_apart<2, THREADS>();  // tile t ready; tile t - 1 computed
             }
             nbar_sync_apart<2, THREADS>();  // (the math warpgroup's last step)
             setmaxnreg_inc<128>();
@@ -736,20 +812,21 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
         } else {
             setmaxnreg_inc<256 - Tr::PRODUCER_REGS>();
-            const unsigned long long dq = sw128_desc(sQ, 16, 1024);
+            // descriptors: Q's e4m3 tiles, the e4m3 K stages, the fp16 V tiles (at sK, see GqaTraits)
+            const unsigned long long dq = sw128_desc(sQ, 16, 1024), dk8 = sw128_desc(sGK, 16, 1024);
+            const unsigned long long dvt = sw128_desc(sK, KV_BLOCK, 1024);
             nbar_sync_apart<2, THREADS>();  // (the producer's first step)
             for (int t = 0; t < n_tiles; ++t) {
                 const int ts = kv_begin + t * KV_TILE;
-                const unsigned cb = (t & 1) * Tr::TILE_BYTES;
                 float s[NW / 8][4];
-                scores_issue<Tr>(s, qf, dq, dk0, cb);
+                scores_issue_e4m3<Tr>(s, dq, dk8, (t % STAGES) * Tr::G_TILE_BYTES);
                 wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
                 softmax_stage(s, ts);
                 unsigned a[NW / 16][4];
-                pv_issue<Tr>(o, a, s, dv0, cb);
+                pv_issue<Tr>(o, a, s, dvt, (t & 1) * Tr::TILE_BYTES);
                 wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
                 fence_regs(a);
-                nbar_sync_apart<2, THREADS>();  // the fp16 tiles t % 2 are free; tiles t + 1 converted
+                nbar_sync_apart<2, THREADS>();  // tile t computed; tile t + 1 ready
             }
             setmaxnreg_dec<128>();
         }

@@ -109,7 +109,7 @@ __device__ __forceinline__ void st8(void *ptr, unsigned a, unsigned b) {
                      : "memory");                                                                        \
     }
 DCPATTN_LD_SHARED(shared, "shared")
-// 8- and 16-byte loads and a 16-byte store of 32-bit words by shared address (this CTA).
+// 8- and 16-byte loads and stores of 32-bit words by shared address (this CTA).
 __device__ __forceinline__ void ld_shared_u2(unsigned addr, unsigned &a, unsigned &b) {
     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
 }
@@ -118,6 +118,9 @@ __device__ __forceinline__ void ld_shared_u4(unsigned addr, unsigned (&v)[4]) {
                  : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
                  : "r"(addr)
                  : "memory");
+}
+__device__ __forceinline__ void st_shared_u2(unsigned addr, unsigned a, unsigned b) {
+    asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
 __device__ __forceinline__ void st_shared_u4(unsigned addr, const unsigned (&v)[4]) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
@@ -365,6 +368,15 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_MMAS
+// e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
+// transposed operand), 32 bytes of a row as a 16-bit k16 step is.
+template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], unsigned long long da, unsigned long long db,
+                                                              int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", %32, %33, p, 1, 1;\n}\n"
+                 : DCPATTN_F32(d, 0)
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
 #undef DCPATTN_F32
 #undef DCPATTN_F8
 #undef DCPATTN_D128

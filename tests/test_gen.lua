@@ -477,12 +477,12 @@ do -- families through dcpattn.render, on fake instance templates that use every
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
     check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true 115712\n", 1, true)
         and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
-    -- FP8 cache on the wgmma tile: 256 threads (the producer warpgroup), two e4m3 stages (1 byte
-    -- per element) and two converted K and V tiles; on mma.sync tiles the fragments come from
-    -- the e4m3 stages, nothing converted
+    -- FP8 cache on the wgmma tile: 256 threads (the producer warpgroup), four e4m3 stages (1 byte
+    -- per element) and two converted V tiles; on mma.sync tiles the fragments come from the e4m3
+    -- stages, nothing converted
     src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 256 64 2 true 115712\n", 1, true)
-        and meta.smem == 2 * 64 * 256 + 2 * 64 * 256 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3"
+    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 256 64 4 true 115712\n", 1, true)
+        and meta.smem == 4 * 64 * 256 + 2 * 64 * 128 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3"
         and meta.threads == 256, "gqa FP8 bindings and smem %s", tostring(meta and meta.smem))
     src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m16", { read = read, abi = ABI })
     check(src and meta.smem == 3 * 64 * 256 + 16 * 128 * 2, "gqa FP8 mma.sync smem %s", tostring(meta and meta.smem))

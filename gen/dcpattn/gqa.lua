@@ -41,9 +41,9 @@ local HEAD_DIMS = {
 -- 4.33 TB/s against 3.77 with two, G1 q_len 1 without splits), else two.
 -- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
 -- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack. An
--- e4m3 cache takes it too, with a producer warpgroup that gathers and converts each tile
--- into fp16 (256 threads, two e4m3 stages and two fp16 K/V tiles: 113 KiB, two CTAs per SM
--- in the H200's 228 KiB with the 1 KiB each CTA reserves).
+-- e4m3 cache takes it too, with a producer warpgroup that gathers each tile and converts its
+-- V into fp16 while S reads K as it landed (256 threads, four e4m3 stages and two fp16 V
+-- tiles: 113 KiB, two CTAs per SM in the H200's 228 KiB with the 1 KiB each CTA reserves).
 local function wgmma_path(m, d)
     return m == 64 and d == 128
 end
@@ -53,7 +53,7 @@ end
 -- the 32-row mma.sync tile, whose fragments convert in registers).
 local WGMMA_FROM_ROWS = 17
 local function stages_for(m, d, kvsize)
-    if kvsize == 1 and wgmma_path(m, d) then return 2 end
+    if kvsize == 1 and wgmma_path(m, d) then return 4 end
     if (m == 16 and d <= 128) or wgmma_path(m, d) then return 3 end
     return 2
 end
@@ -124,10 +124,10 @@ local function traits(spec)
     local frag8 = kvsize == 1 and not wgmma and (g_chunks % 8 == 0 or g_chunks % 8 == 4)
         and warps_n * m * d * 4 <= 2 * stages * kv_tile * d
     -- K and V tiles for every stage as they come from the cache, plus the Q tile (+ alignment
-    -- slack for the wgmma tiles); an FP8 cache converted in shared memory adds the K and V
-    -- tiles it is converted into: two of each for the producer, else one.
+    -- slack for the wgmma tiles); an FP8 cache converted in shared memory adds two tiles of
+    -- the query's type: the K and V of a tile, or the producer's two V tiles.
     local smem = stages * kv_tile * (2 * d) * kvsize + m * d * esize + (wgmma and 1024 or 0)
-    if kvsize ~= esize and not frag8 then smem = smem + (producer and 2 or 1) * kv_tile * (2 * d) * esize end
+    if kvsize ~= esize and not frag8 then smem = smem + kv_tile * (2 * d) * esize end
     return {
         wgmma = wgmma,
         threads = threads,
