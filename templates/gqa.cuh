@@ -305,8 +305,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // A operand of S's e4m3 wgmma), with e such that the tile's largest magnitude lies in [2^7, 2^8).
 // hi + lo is then exact for a bf16 element down to 2^-9 of the largest (hi keeps 4 of its 8
 // significant bits, lo the other 4), for fp16 to 2^-8 of itself; below that it is off by at
-// most 2^-17 of the largest. Returns 2^e, by which the scores are then scaled. Ends with a CTA
-// barrier (the caller fences the tiles for wgmma).
+// most 2^-17 of the largest. Returns 2^e, by which the scores are then scaled. Ends with the tiles
+// visible to every thread and to wgmma.
 template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, int tid, int lane) {
     using T = typename Tr::T;
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = ITEMS / Tr::THREADS;
@@ -343,6 +343,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
         st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
         st_shared_u2(a + Tr::Q8_BYTES, lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
     }
+    fence_proxy_async();  // -> visible to wgmma
     __syncthreads();
     return __int_as_float((127 + e) << 23);
 }
@@ -755,10 +756,6 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     __syncthreads();
     if constexpr (Tr::PRODUCER) scale *= q_tile_to_e4m3<Tr>(sQ, tid, lane);
     else if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
-    if constexpr (Tr::PRODUCER) {  // the Q tiles -> visible to wgmma
-        fence_proxy_async();
-        __syncthreads();
-    }
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
     // V, the ldmatrix.trans row of this lane (key lane % 16, chunk 2*j + lane / 16)
