@@ -165,6 +165,34 @@ static void e4m3x4_emul(int dtype, uint32_t w, double out[4]) {
     }
 }
 
+/* templates/gqa.cuh, q_tile_to_e4m3 (f32x2_to_e4m3x2_hilo), on the CPU: a query element x, scaled
+   by the power of two that puts the tile's largest magnitude L in [2^7, 2^8), becomes hi =
+   e4m3(x) and lo = e4m3(x - hi) (nearest, saturating, as cvt.rn.satfinite; x - hi is exact in
+   fp32). Every bf16 magnitude up to L: hi + lo == x from 2^-9 L on, else within 2^-17 L; every
+   fp16 one: within 2^-8 x + 2^-17 L. */
+static void test_q_e4m3_split(void) {
+    static const double LARGEST[3] = {128.0, 200.0, 255.0};
+    int i, b, bad_bf16 = 0, bad_fp16 = 0, n = 0;
+    for (i = 0; i < 3; i++) {
+        const double L = LARGEST[i];
+        for (b = 0; b < 0x10000; b++) {
+            const int bf = b < 0x8000; /* the first half: bf16 bits, the second: fp16 bits */
+            const uint16_t h = (uint16_t)(b & 0x7fff);
+            const double x = bf ? ref_bf16_to_float(h) : ref_fp16_to_float(h);
+            double hi, lo, err;
+            if (!(x <= L)) continue; /* also NaN */
+            hi = ref_e4m3_to_double(ref_double_to_e4m3(x));
+            lo = ref_e4m3_to_double(ref_double_to_e4m3(x - hi));
+            err = fabs(hi + lo - x);
+            n++;
+            if (bf && (x >= ldexp(L, -9) ? err != 0 : err > ldexp(L, -17))) bad_bf16++;
+            if (!bf && err > ldexp(x, -8) + ldexp(L, -17)) bad_fp16++;
+        }
+    }
+    CHECK(n > 3 * 30000 && bad_bf16 == 0, "Q as e4m3 hi + lo: %d of the bf16 values below the largest not held", bad_bf16);
+    CHECK(bad_fp16 == 0, "Q as e4m3 hi + lo: %d of the fp16 values below the largest off by more than 2^-8", bad_fp16);
+}
+
 static void test_e4m3(void) {
     int c, nan = 0, errs_int = 0, errs_kern = 0, errs_rt = 0, errs_near = 0, dt, i;
     uint64_t rng = 777;
@@ -863,6 +891,7 @@ int main(void) {
     test_placement();
     test_conversions();
     test_e4m3();
+    test_q_e4m3_split();
     test_attn_e4m3();
     test_metric();
     test_attn_small();
