@@ -540,6 +540,10 @@ static const acase FP8_CASES[] = {
     {.what = "fp8", .dtype = DCPATTN_FP16, .d = 256, .group = 1, .hkv = 8, .ps = 16, .causal = 0, .W = 1, .I = 1,
      .rank = 0, .batch = 3, .qlen_max = 2, .L_min = 16, .L_max = 400,
      .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 2},
+    /* fp16 queries on the 64-row tile (sm_90a: S on e4m3 wgmma, Q split into hi + lo from fp16) */
+    {.what = "fp8", .dtype = DCPATTN_FP16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1, .W = 3, .I = 16,
+     .rank = -1, .batch = 4, .qlen_max = 8, .L_min = 16, .L_max = 700, .n_short = 1,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 1},
     {.what = "fp8 subnormal codes", .dtype = DCPATTN_BF16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1,
      .W = 1, .I = 1, .rank = 0, .batch = 3, .qlen_max = 8, .L_min = 16, .L_max = 400,
      .splits = {1, 0}, .n_splits = 2, .fp8 = 3},
