@@ -11,15 +11,17 @@
 // Stages of a segment (gqa_segment), by name (gqa_detail:: here, attn.cuh for the shared ones):
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then,
 //                   once it landed, load_q_frags (the Q fragments a warp keeps in registers;
-//                   FRAG8: q_frag8); operand_rows: where each lane's ldmatrix rows of Q, K and
-//                   V start
+//                   FRAG8: q_frag8; PRODUCER: q_tile_to_e4m3 instead); operand_rows: where
+//                   each lane's ldmatrix rows of Q, K and V start
 //   per KV tile
 //     gather        KvGather: prologue (the first STAGES - 1 tiles), then per tile issue (the
 //                   cp.async copies of a tile, at g_off) and fetch_page (the page-table lookup
 //                   one tile ahead); FP8 but not FRAG8: convert_tile (e4m3 -> fp16 tiles);
-//                   PRODUCER: both by the producer warpgroup, in its loop of gqa_segment
+//                   PRODUCER: the gather and V's conversion by the producer warpgroup, in its
+//                   loop of gqa_segment
 //     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma); FRAG8:
-//                   scores_step_frag8 (K fragments from the e4m3 stage)
+//                   scores_step_frag8 (K fragments from the e4m3 stage); PRODUCER:
+//                   scores_issue_e4m3 (e4m3 wgmma on the K stage)
 //     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
 //     softmax       online_softmax_step (attn.cuh; row_max, exp_scores), scale_rows of O where
 //                   a row max of the warp moved
@@ -189,8 +191,10 @@ struct GqaTraits {
     static_assert(!WGMMA_ || (M_TILE == 64 && THREADS == (FP8 ? 256 : 128) && D == 128 && KV_TILE == 64),
                   "wgmma path: one warpgroup of 64 rows (and the producer's), head dim 128, 64-key tiles");
     static_assert(!WG || PRODUCER || Q_IN_REGS, "wgmma path: Q from registers, or (PRODUCER) from shared memory");
-    static_assert(!PRODUCER || (G_CHUNKS == 8 && STAGES >= 3 && 2 * Q8_BYTES == M_TILE * ROW_BYTES),
-                  "producer: 128-byte e4m3 rows, a stage for the math warpgroup's K beside two in flight");
+    static_assert(!PRODUCER || (G_CHUNKS == 8 && STAGES >= 3 && 2 * Q8_BYTES == M_TILE * ROW_BYTES &&
+                                SMEM_GK % 1024 == 0 && G_TILE_BYTES % 1024 == 0),
+                  "producer: 128-byte e4m3 rows in 1024-byte aligned stages, one for the math warpgroup's K "
+                  "beside two in flight");
     // epilogue: m, l in the Q region; the WARPS_N partial O in the K/V region
     static_assert(2 * WARPS_N * M_TILE * 4 <= SMEM_K, "epilogue m/l");
     static_assert(WARPS_N * M_TILE * D * 4 <= SMEM_BYTES - SMEM_K, "epilogue O");
