@@ -272,12 +272,11 @@ template <int D> __device__ __forceinline__ void frag8_unpermute(float (&o)[D / 
     }
 }
 
-// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
-// q_fp16_exponent); returns 2^e, by which the scores are then scaled. Each warp finds the
-// largest magnitude over the whole tile (a few KB), so only the rewrite waits for the others.
-// Ends with the tile ready for every warp.
-template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, int tid, int lane) {
-    constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = (ITEMS + Tr::THREADS - 1) / Tr::THREADS;
+// The Q tile at sQ (T, tile_off): the bits of its largest magnitude, found by each warp over the
+// whole tile (a few KB), so that no warp waits for the others (bf16 and fp16 bits order as their
+// values).
+template <class Tr> __device__ __forceinline__ unsigned q_tile_max_bits(unsigned sQ, int lane) {
+    constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS;
     unsigned mx = 0;
     for (int i = lane; i < ITEMS; i += 32) {
         unsigned v[4];
@@ -287,6 +286,15 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    return mx;
+}
+
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
+// q_fp16_exponent, from q_tile_max_bits); returns 2^e, by which the scores are then scaled. Ends
+// with the tile ready for every warp.
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, int tid, int lane) {
+    constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = (ITEMS + Tr::THREADS - 1) / Tr::THREADS;
+    const unsigned mx = q_tile_max_bits<Tr>(sQ, lane);
     const int e = q_fp16_exponent(mx);
     const float down = __int_as_float((127 - e) << 23);
     __syncthreads();  // every warp has read the tile; a thread rewrites only its own chunks
@@ -315,15 +323,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
     using T = typename Tr::T;
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = ITEMS / Tr::THREADS;
     static_assert(ITEMS % Tr::THREADS == 0, "Q tile: whole chunks a thread");
-    unsigned mx = 0;  // the largest magnitude's bits (bf16 and fp16 bits order as their values)
-    for (int i = lane; i < ITEMS; i += 32) {
-        unsigned v[4];
-        ld_shared_u4(sQ + tile_off<Tr, Tr::M_TILE>(i / Tr::CHUNKS, i % Tr::CHUNKS), v);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    const unsigned mx = q_tile_max_bits<Tr>(sQ, lane);
     T big;
     big.bits = (unsigned short)mx;
     const int ex = (int)(__float_as_uint(to_float(big)) >> 23);  // the biased fp32 exponent
