@@ -144,14 +144,22 @@ __device__ __forceinline__ float row_lse2(float m, float l) { return l > 0.f ? m
 
 // An e4m3 cache with bf16 queries: the MMAs run in fp16 (e4m3 -> fp16 is exact), so the Q tile
 // is multiplied into fp16 by 2^-e, with e such that its largest magnitude lies in [2^14, 2^15)
-// (exact down to 2^-29 of it, where bf16's 8 significant bits still fit a normal fp16; what
-// lies below that adds under 2^-29 of the largest product to a score), and the scores by 2^e.
-// bf16_mag2: the larger magnitude (bits) of a bf16 pair; q_fp16_exponent: e from the tile's
-// largest magnitude bits; bf16x8_to_fp16: a 16-byte chunk of bf16 times `down` (2^-e) in fp16.
+// (Q_FP16_TOP; exact down to 2^-29 of it, where bf16's 8 significant bits still fit a normal
+// fp16; what lies below that adds under 2^-29 of the largest product to a score), and the
+// scores by 2^e (GQA's e4m3 MMAs split Q into e4m3 the same way, gqa.cuh q_tile_to_e4m3).
+// bf16_mag2: the larger magnitude (bits) of a bf16 pair (of an fp16 pair too: both order as
+// their values); q_exponent: e from the tile's largest magnitude bits, for [2^top, 2^(top + 1))
+// (at least -100, so that 2^e and 2^-e, exp2i, are normal floats); bf16x8_to_fp16: a 16-byte
+// chunk of bf16 times `down` (2^-e) in fp16.
+constexpr int Q_FP16_TOP = 14;
 __device__ __forceinline__ unsigned bf16_mag2(unsigned v) { return max(v & 0x7fffu, (v >> 16) & 0x7fffu); }
-__device__ __forceinline__ int q_fp16_exponent(unsigned mx) {
-    return mx ? max((int)(mx >> 7) - 141, -100) : 0;  // bf16 exponent bias 127, 2^15 = 2^(141 - 127 + 1)
+template <class T> __device__ __forceinline__ int q_exponent(unsigned mx, int top) {
+    T big;
+    big.bits = (unsigned short)mx;
+    const int ex = same_type<T, bf16> ? (int)(mx >> 7) : (int)(__float_as_uint(to_float(big)) >> 23);
+    return mx ? max(ex - 127 - top, -100) : 0;  // ex: the biased exponent (bf16's is fp32's)
 }
+__device__ __forceinline__ float exp2i(int e) { return __int_as_float((127 + e) << 23); }
 __device__ __forceinline__ void bf16x8_to_fp16(unsigned (&v)[4], float down) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[k] = pack2<fp16>(lo_float(bf16{}, v[k]) * down, hi_float(bf16{}, v[k]) * down);

@@ -222,10 +222,14 @@ template <class Tr, int ROWS> __device__ __forceinline__ unsigned tile_off(int r
 // 128-byte swizzle atoms, the K-major operand of the e4m3 wgmma (PRODUCER: 128-byte rows),
 // plain where the tile is converted first.
 template <class Tr> __device__ __forceinline__ unsigned g_off(int r, int c) {
-    if constexpr (Tr::FRAG8) return r * Tr::D + ((c ^ chunk_xor<Tr::G_CHUNKS>(r)) << 4);
-    else if constexpr (Tr::PRODUCER) return r * 128 + ((c ^ (r & 7)) << 4);
+    if constexpr (Tr::FRAG8 || Tr::PRODUCER) return r * Tr::D + ((c ^ chunk_xor<Tr::G_CHUNKS>(r)) << 4);
     else if constexpr (Tr::FP8) return r * Tr::D + c * 16;
     else return tile_off<Tr, Tr::KV_TILE>(r, c);
+}
+// Byte offset of the 8 e4m3 bytes 8c .. 8c + 7 of row r in an e4m3 stage (and, PRODUCER, in
+// Q's e4m3 tiles, which take the K stage's layout): half c % 2 of chunk c / 2.
+template <class Tr> __device__ __forceinline__ unsigned g_piece(int r, int c) {
+    return g_off<Tr>(r, c >> 1) + (c & 1) * 8;
 }
 
 // FRAG8 fragments. mma.sync's k16 operands pair channels (2c, 2c+1) and (2c+8, 2c+9) of a
@@ -290,13 +294,13 @@ template <class Tr> __device__ __forceinline__ unsigned q_tile_max_bits(unsigned
 }
 
 // FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
-// q_fp16_exponent, from q_tile_max_bits); returns 2^e, by which the scores are then scaled. Ends
+// q_exponent, from q_tile_max_bits); returns 2^e, by which the scores are then scaled. Ends
 // with the tile ready for every warp.
 template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, int tid, int lane) {
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = (ITEMS + Tr::THREADS - 1) / Tr::THREADS;
     const unsigned mx = q_tile_max_bits<Tr>(sQ, lane);
-    const int e = q_fp16_exponent(mx);
-    const float down = __int_as_float((127 - e) << 23);
+    const int e = q_exponent<bf16>(mx, Q_FP16_TOP);
+    const float down = exp2i(-e);
     __syncthreads();  // every warp has read the tile; a thread rewrites only its own chunks
 #pragma unroll
     for (int j = 0; j < MINE; ++j) {
@@ -309,12 +313,12 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
         st_shared_u4(a, v);
     }
     __syncthreads();
-    return __int_as_float((127 + e) << 23);
+    return exp2i(e);
 }
 
 // PRODUCER: the landed Q tile at sQ (T, tile_off) times 2^-e as two e4m3 tiles, hi at sQ and lo
-// at sQ + Q8_BYTES (f32x2_to_e4m3x2_hilo; rows of D bytes in 128-byte swizzle atoms, the K-major
-// A operand of S's e4m3 wgmma), with e such that the tile's largest magnitude lies in [2^7, 2^8).
+// at sQ + Q8_BYTES (f32x2_to_e4m3x2_hilo; laid out as the K stage, g_piece: the K-major A
+// operand of S's e4m3 wgmma), with e such that the tile's largest magnitude lies in [2^7, 2^8).
 // hi + lo is then exact for a bf16 element down to 2^-9 of the largest (hi keeps 4 of its 8
 // significant bits, lo the other 4), for fp16 to 2^-8 of itself; below that it is off by at
 // most 2^-17 of the largest. Returns 2^e, by which the scores are then scaled. Ends with the tiles
@@ -324,11 +328,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = ITEMS / Tr::THREADS;
     static_assert(ITEMS % Tr::THREADS == 0, "Q tile: whole chunks a thread");
     const unsigned mx = q_tile_max_bits<Tr>(sQ, lane);
-    T big;
-    big.bits = (unsigned short)mx;
-    const int ex = (int)(__float_as_uint(to_float(big)) >> 23);  // the biased fp32 exponent
-    const int e = mx ? max(ex - 127 - 7, -100) : 0;
-    const float down = __int_as_float((127 - e) << 23);
+    const int e = q_exponent<T>(mx, 7);  // [2^7, 2^8): hi never saturates (448)
+    const float down = exp2i(-e);
     unsigned v[MINE][4];
 #pragma unroll
     for (int j = 0; j < MINE; ++j) {
@@ -343,13 +344,13 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
 #pragma unroll
         for (int k = 0; k < 4; ++k)
             f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        const unsigned a = sQ + r * 128 + (((c >> 1) ^ (r & 7)) << 4) + (c & 1) * 8;
+        const unsigned a = sQ + g_piece<Tr>(r, c);
         st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
         st_shared_u2(a + Tr::Q8_BYTES, lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
     }
     fence_proxy_async();  // -> visible to wgmma
     __syncthreads();
-    return __int_as_float((127 + e) << 23);
+    return exp2i(e);
 }
 
 // FP8 cache: the e4m3 tile at shared address g (KV_TILE rows of D bytes) into the fp16 tile at t
@@ -364,7 +365,7 @@ template <class Tr> __device__ __forceinline__ void convert_tile(unsigned g, uns
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
         const int i = tid + j * Tr::ROLE_THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
-        ld_shared_u2(g + g_off<Tr>(r, c >> 1) + (c & 1) * 8, w[j][0], w[j][1]);
+        ld_shared_u2(g + g_piece<Tr>(r, c), w[j][0], w[j][1]);
     }
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {

@@ -274,7 +274,7 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
 }
 
 // FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
-// q_fp16_exponent); returns 2^e, by which the scores are then scaled. Each thread takes the same
+// q_exponent); returns 2^e, by which the scores are then scaled. Each thread takes the same
 // 16-byte chunks in both passes (the largest magnitude, then the rewrite); the warps' maxima
 // meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
 // proxy; the caller's barrier makes it every thread's.
@@ -295,8 +295,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < Tr::THREADS / 32; ++w) mx = max(mx, red[w]);
-    const int e = q_fp16_exponent(mx);
-    const float down = __int_as_float((127 - e) << 23);
+    const int e = q_exponent<bf16>(mx, Q_FP16_TOP);
+    const float down = exp2i(-e);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
         const unsigned a = sQ + (tid + j * Tr::THREADS) * 16;
@@ -305,7 +305,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
         st_shared_u4(a, v);
     }
     fence_proxy_async();
-    return __int_as_float((127 + e) << 23);
+    return exp2i(e);
 }
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
