@@ -397,15 +397,17 @@ typedef struct dcpattn_attn_args {
    an id listed twice counts twice (its weight doubles). No causal mask is applied
    (desc.non_causal has no effect): causality is the indexer's. A token keeping no id
    gets out = 0 and lse = -inf, as a dense row that sees nothing.
-   Caches: kv_dtype 0 (= dtype, bf16 or fp16: 576-element rows as dense MLA), or
+   Caches: kv_dtype 0 (= dtype, bf16 or fp16: 576-element rows as dense MLA),
+   DCPATTN_FP8_E4M3 (576 e4m3 bytes a row with the args' per-tensor k_scale and v_scale, as
+   dense MLA's FP8 cache: key = e4m3 * k_scale, value = the first 512 bytes * v_scale), or
    DCPATTN_FP8_DS_MLA (dtype bf16): 656-byte rows of 512 e4m3 values, 4 fp32 scales (one per
-   128 values: value = e4m3 * scale) and 64 bf16 RoPE values; k strides are then in bytes
-   (multiples of 16, row stride >= 656), v_cache = k_cache. Sinks (optional, [Hq] fp32,
+   128 values: value = e4m3 * scale) and 64 bf16 RoPE values; with an FP8 cache the k strides
+   are in bytes (multiples of 16; FP8_DS_MLA: row stride >= 656); v_cache = k_cache. Sinks (optional, [Hq] fp32,
    finite; a non-finite sink is no sink): the sink of head h joins the softmax as one more
    logit with no value, once per DCP group: on rank 0 only (lse = log(exp(lse) + exp(sink)),
    out scaled to match), so the merge or combine of the W ranks' partials gives unsharded
    attention with the sink; a rank-0 row keeping no id gives out = 0, lse = sink. Sparse
-   plans take num_splits 0 or 1 (one CTA per query token and 64 heads). The FP8 cache on
+   plans take num_splits 0 or 1 (one CTA per query token and 64 heads). The FP8_DS_MLA cache on
    sm_90a runs on the MLA kernel's wgmma pipeline (variant ..._sm90), whose plans need a
    workspace of max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes (each CTA's kept
    rows); elsewhere mma.sync, on sm_80 and newer, with no workspace. */
@@ -2580,10 +2582,11 @@ static dcpattn_status dcpattn__sparse_desc_check(const dcpattn_attn_desc *d) {
                              "got %d, %d, %d",
                              d->sparse_topk, DCPATTN__MLA_HEAD_DIM, DCPATTN__MLA_HEAD_DIM_V, d->head_dim, d->head_dim_v,
                              d->num_kv_heads);
-    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_DS_MLA)
+    if (d->kv_dtype != d->dtype && d->kv_dtype != DCPATTN_FP8_E4M3 && d->kv_dtype != DCPATTN_FP8_DS_MLA)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
-                             "attn: sparse MLA kv_dtype = %d (0 = dtype = %d, or DCPATTN_FP8_DS_MLA = %d)",
-                             (int)d->kv_dtype, (int)d->dtype, (int)DCPATTN_FP8_DS_MLA);
+                             "attn: sparse MLA kv_dtype = %d (0 = dtype = %d, DCPATTN_FP8_E4M3 = %d or "
+                             "DCPATTN_FP8_DS_MLA = %d)",
+                             (int)d->kv_dtype, (int)d->dtype, (int)DCPATTN_FP8_E4M3, (int)DCPATTN_FP8_DS_MLA);
     if (d->kv_dtype == DCPATTN_FP8_DS_MLA && d->dtype != DCPATTN_BF16)
         return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED,
                              "attn: kv_dtype = DCPATTN_FP8_DS_MLA with dtype = %d: its RoPE part is bf16, so q and out "

@@ -16,7 +16,10 @@
 //      rows are gathered with 16-byte cp.async (zero fill past n) into XOR-swizzled tiles
 //      (the 16-byte chunk c of row r at chunk c ^ (r % 8)); an FP8 (fp8ds) cache lands as raw
 //      656-byte rows and is dequantized into one bf16 tile (value = e4m3 * its 128-value
-//      block's fp32 scale, rounded to bf16; the RoPE part copied). Eight warps = 4 row groups
+//      block's fp32 scale, rounded to bf16; the RoPE part copied); an e4m3 cache with
+//      per-tensor scales (E4M3) lands as raw 576-byte rows and is converted exactly into one
+//      T tile (every e4m3 value is a bf16 and an fp16 value): k_scale joins the softmax scale
+//      and v_scale multiplies O at the end, both read on the device. Eight warps = 4 row groups
 //      of 16 heads x 2 halves: for QK^T, half h owns the keys 16h..16h+15 of a tile (36 k-steps
 //      of mma.sync m16n8k16 over 576 channels); the two warps of a row group swap their S
 //      fragments through shared memory (a named barrier of the pair), so both hold the row's
@@ -27,7 +30,8 @@
 //      normalizer as one more logit, then out (T) and lse (natural or base 2) from registers.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
-//     M_TILE*576*2 (Q) + 2*KV_TILE*576*2 (K stages; FP8: KV_TILE*576*2 + 2*KV_TILE*656)
+//     M_TILE*576*2 (Q) + 2*KV_TILE*576*2 (K stages; FP8: KV_TILE*576*2 + 2*KV_TILE*RAW_ROW,
+//     RAW_ROW 656 for fp8ds, 576 for E4M3)
 //     + MAX_TOPK*8 (the compacted list) + WARPS*256*4 (the S exchange)
 //
 // Alignment: q, k and out 16-byte aligned; q and out element strides multiples of 8, cache
@@ -37,9 +41,12 @@
 
 namespace dcpattn {
 
-template <class T_, bool FP8DS_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int THREADS_> struct SparseTraits {
+template <class T_, bool FP8DS_, bool E4M3_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int THREADS_>
+struct SparseTraits {
     using T = T_;
-    static constexpr bool FP8DS = FP8DS_;  // the cache: 656-byte rows (else rows of 576 T)
+    static constexpr bool FP8DS = FP8DS_;  // the cache: 656-byte rows
+    static constexpr bool E4M3 = E4M3_;    // or rows of 576 e4m3 bytes, per-tensor scales (else of 576 T)
+    static constexpr bool RAW = FP8DS || E4M3;  // rows of bytes, converted into a T tile
     static constexpr int M_TILE = M_TILE_, KV_TILE = KV_TILE_, MAX_TOPK = MAX_TOPK_, THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int WARPS = THREADS / 32;
@@ -48,19 +55,21 @@ template <class T_, bool FP8DS_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int T
     static constexpr int CHUNKS = DQK / 8;         // 16-byte chunks of a T row
     static constexpr int ROW_BYTES = DQK * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;
-    // fp8ds: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values
-    static constexpr int RAW_ROW = 656, RAW_CHUNKS = RAW_ROW / 16, RAW_SCALES = 512, RAW_ROPE = 528;
+    // fp8ds: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values; E4M3: 576
+    static constexpr int RAW_ROW = FP8DS ? 656 : DQK, RAW_CHUNKS = RAW_ROW / 16, RAW_SCALES = 512, RAW_ROPE = 528;
     static constexpr int RAW_TILE = KV_TILE * RAW_ROW;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;                    // K stages, or the dequantized tile
-    static constexpr int SMEM_RAW = SMEM_K + (FP8DS ? 1 : 2) * TILE_BYTES;  // FP8: two stages of raw rows
-    static constexpr int SMEM_LIST = SMEM_RAW + (FP8DS ? 2 * RAW_TILE : 0);
+    static constexpr int SMEM_RAW = SMEM_K + (RAW ? 1 : 2) * TILE_BYTES;  // FP8: two stages of raw rows
+    static constexpr int SMEM_LIST = SMEM_RAW + (RAW ? 2 * RAW_TILE : 0);
     static constexpr int SMEM_X = SMEM_LIST + MAX_TOPK * 8;
     static constexpr int SMEM_BYTES = SMEM_X + WARPS * 256 * 4;
 
     static_assert(M_TILE % 16 == 0 && WARPS == 2 * ROW_GROUPS, "warps: row groups of 16 heads x 2 halves");
     static_assert(HALF_KEYS == 16, "a warp's S covers 16 keys: one k-step of P V");
-    static_assert(!FP8DS || sizeof(T) == 2, "fp8ds dequantizes to bf16");
+    static_assert(!FP8DS || same_type<T, bf16>, "fp8ds dequantizes to bf16");
+    static_assert(!(FP8DS && E4M3), "one cache layout");
+    static_assert(!E4M3 || (KV_TILE * (DQK / 8)) % THREADS == 0, "e4m3 conversion: whole passes");
     static_assert(RAW_TILE % 16 == 0 && SMEM_LIST % 16 == 0, "16-byte copies");
     static_assert(!FP8DS || KV_TILE * 8 == THREADS, "RoPE copy: one 16-byte chunk per thread");
     static_assert(!FP8DS || (KV_TILE * 64) % THREADS == 0, "dequantization: whole passes");
@@ -100,6 +109,21 @@ template <class Tr> __device__ __forceinline__ void dequant_tile(unsigned raw, u
         const unsigned u[4] = {__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
                                __float_as_uint(v[3])};
         st_shared_u4(t + tile_off<Tr>(r, 64 + c), u);
+    }
+}
+
+// E4M3 (per-tensor scales): the raw 576-byte rows at raw into the T tile at t, exactly (the
+// scales apply to the scores and to O). A thread takes 8 e4m3 bytes -> one 16-byte chunk.
+template <class Tr> __device__ __forceinline__ void convert_e4m3_tile(unsigned raw, unsigned t, int tid) {
+    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS;
+#pragma unroll
+    for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
+        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        unsigned w0, w1, a[4];
+        ld_shared_u2(raw + r * Tr::RAW_ROW + c * 8, w0, w1);
+        e4m3x4_to<typename Tr::T>(w0, a[0], a[1]);
+        e4m3x4_to<typename Tr::T>(w1, a[2], a[3]);
+        st_shared_u4(t + tile_off<Tr>(r, c), a);
     }
 }
 
@@ -199,7 +223,7 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
     const char *kb = static_cast<const char *>(p.k);
     auto issue = [&](int tt, int st) {
         const int k0 = tt * KV_TILE;
-        if constexpr (Tr::FP8DS) {
+        if constexpr (Tr::RAW) {
             const unsigned dst = sRaw + st * Tr::RAW_TILE;
             for (int idx = tid; idx < KV_TILE * Tr::RAW_CHUNKS; idx += THREADS) {
                 const int r = idx / Tr::RAW_CHUNKS, c = idx % Tr::RAW_CHUNKS;
@@ -222,7 +246,8 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
     const bool active = rg * 16 < rows;  // warp-uniform: both warps of a row group agree
-    const float scale = p.scale_log2;
+    // (E4M3: k_scale joins the softmax scale, read here so that a captured graph sees its value)
+    const float scale = Tr::E4M3 ? p.scale_log2 * p.k_scale[0] : p.scale_log2;
     float o[Tr::DV / 16][4];  // this warp's half: 16 rows x 256 columns
 #pragma unroll
     for (int i = 0; i < Tr::DV / 16; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -245,9 +270,10 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();  // tile tt landed for all
-        unsigned tile = sK + (Tr::FP8DS ? 0u : (tt & 1) * Tr::TILE_BYTES);
-        if constexpr (Tr::FP8DS) {
-            dequant_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
+        unsigned tile = sK + (Tr::RAW ? 0u : (tt & 1) * Tr::TILE_BYTES);
+        if constexpr (Tr::RAW) {
+            if constexpr (Tr::FP8DS) dequant_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
+            else convert_e4m3_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
             __syncthreads();
         }
         if (active) {
@@ -365,7 +391,7 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
         const int r = rg * 16 + g + 8 * half;
         if (r >= rows) continue;
         float m = half ? m_hi : m_lo, l = half ? l_hi : l_lo;
-        const float alpha = sparse_sink(p, h0 + r, m, l);
+        const float alpha = sparse_sink(p, h0 + r, m, l) * (Tr::E4M3 ? p.v_scale[0] : 1.f);
         const float inv = l > 0.f ? alpha / l : 0.f;
         const AttnRowOut out{p, t, h0 + r};
 #pragma unroll
@@ -383,7 +409,7 @@ template <class Tr> __device__ __forceinline__ void sparse_decode(const dcpattn_
     const int q0 = ldg_i32(p.cu_seqlens_q + b);
     if (i >= ldg_i32(p.cu_seqlens_q + b + 1) - q0) return;
     const long long t = q0 + i;
-    const int n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, Tr::FP8DS ? 1 : 2>(
+    const int n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, Tr::RAW ? 1 : 2>(
         p, b, t, reinterpret_cast<long long *>(sparse_smem + Tr::SMEM_LIST),
         reinterpret_cast<long long *>(sparse_smem + Tr::SMEM_X));
     sparse_attend<Tr>(p, t, (int)blockIdx.y * Tr::M_TILE, n, sparse_smem);

@@ -106,7 +106,8 @@
        the local index on rank r of top-k id g of a sequence of global length L, or -1 when
        the id is skipped (g < 0, g >= L, or another rank's).
      ref_sparse_inputs in = {0}; batch, q ([total_q, hq, 576] contiguous), cache and
-       cache_type (0 or the dtype: rows of 576 16-bit values; REF_FP8DS: rows of 656 bytes),
+       cache_type (0 or the dtype: rows of 576 16-bit values; REF_E4M3: rows of 576 e4m3
+       bytes, key = byte * p.k_scale[0], value = byte * p.v_scale[0]; REF_FP8DS: rows of 656 bytes),
        cache strides (elements of the cache type: 16-bit values or bytes), block_table (+ row
        stride), cu_seqlens_q, seqused_k, seqused_k_global (0: = seqused_k), ids [total_q,
        ids_stride], topk, counts (optional [total_q]), sinks (optional [hq]; pass them for
@@ -114,7 +115,8 @@
      int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in, double *out,
                          double *lse)
        p: hq, dqk 576, dv 512, page_size, world, rank, interleave, scale, lse_base2, dtype,
-       emulate_lowp (a dequantized FP8 value is then rounded to bf16 as well). Each kept id is
+       emulate_lowp (a dequantized FP8 value is then rounded to bf16, an e4m3 one to dtype, as
+       well), k_scale and v_scale (REF_E4M3). Each kept id is
        one key (repeats count); a token keeping none: out 0, lse -inf, or with a finite sink
        s: out 0, lse s. A sink s joins as lse' = log(exp(lse) + exp(s)), out *= exp(lse - lse').
        Returns 0, or -1 with ref_error() (inconsistent lengths, block table out of range).
@@ -785,8 +787,9 @@ REF_FN int64_t ref_sparse_local(int64_t g, int64_t L, int W, int r, int I) {
 typedef struct ref_sparse_inputs {
     int batch;
     const uint16_t *q;         /* [total_q, hq, 576] */
-    const void *cache;         /* rows of 576 16-bit values, or of 656 bytes (REF_FP8DS) */
-    int cache_type;            /* 0 or the dtype; REF_FP8DS */
+    const void *cache;         /* rows of 576 16-bit values, of 576 e4m3 bytes (REF_E4M3, with
+                                  the params' k_scale and v_scale) or of 656 bytes (REF_FP8DS) */
+    int cache_type;            /* 0 or the dtype; REF_E4M3; REF_FP8DS */
     int64_t stride_page, stride_t; /* in elements of the cache type; 0: contiguous rows */
     int64_t num_pages;
     const int32_t *block_table;
@@ -801,20 +804,25 @@ typedef struct ref_sparse_inputs {
 
 REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in, double *out, double *lse) {
     ref_norm_params_ n;
-    const int fp8 = in->cache_type == REF_FP8DS, D = REF_SPARSE_DQK, DV = REF_SPARSE_DV;
+    const int fp8 = in->cache_type == REF_FP8DS, e4 = in->cache_type == REF_E4M3, D = REF_SPARSE_DQK,
+              DV = REF_SPARSE_DV;
     const int64_t row = fp8 ? REF_FP8DS_ROW : D;
     const int64_t st = in->stride_t ? in->stride_t : row, sp = in->stride_page ? in->stride_page : p->page_size * st;
     const int64_t ids_st = in->ids_stride ? in->ids_stride : in->topk;
-    double *keys, *s, *qd;
+    double *keys, *vals, *s, *qd;
     int b, i, h, j, d;
     if (ref_norm_(p, &n)) return -1;
     if (n.dqk != D || n.dv != DV || n.hkv != 1) return ref_fail_("ref_sparse: dims %d/%d, hkv %d", n.dqk, n.dv, n.hkv);
     if (p->page_size < 1 || in->topk < 0) return ref_fail_("ref_sparse: page_size %d, topk %d", p->page_size, in->topk);
-    /* rows rounded up to 4 (zeros past the last key): the scores are taken 4 keys at a time */
+    if (e4 && (!p->k_scale || !p->v_scale)) return ref_fail_("ref_sparse: an e4m3 cache needs k_scale and v_scale");
+    /* rows rounded up to 4 (zeros past the last key): the scores are taken 4 keys at a time;
+       vals: the values where they differ from the keys (an e4m3 cache: v_scale, not k_scale) */
     keys = (double *)calloc((size_t)((in->topk + 4) / 4 * 4 * D), sizeof(double));
+    vals = e4 ? (double *)calloc((size_t)(in->topk + 1) * DV, sizeof(double)) : keys;
     s = (double *)malloc(sizeof(double) * (size_t)(in->topk + 4 + D));
-    if (!keys || !s) {
+    if (!keys || !vals || !s) {
         free(keys);
+        if (e4) free(vals);
         free(s);
         return ref_fail_("ref_sparse: out of memory");
     }
@@ -824,6 +832,7 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
         const int64_t used = in->seqused_k[b], glob = in->seqused_k_global ? in->seqused_k_global[b] : used;
         if (ref_local_len(glob, n.W, n.r, n.I) != used) {
             free(keys);
+            if (e4) free(vals);
             free(s);
             return ref_fail_("ref_sparse: sequence %d: seqused_k %lld != local_len(%lld)", b, (long long)used,
                              (long long)glob);
@@ -840,14 +849,27 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
                 page = in->block_table[b * in->block_table_stride + l / p->page_size];
                 if (page < 0 || page >= in->num_pages) {
                     free(keys);
+                    if (e4) free(vals);
                     free(s);
                     return ref_fail_("ref_sparse: block_table[%d][%lld] = %d", b, (long long)(l / p->page_size), page);
                 }
                 for (d = 0; d < D; d++) {
                     const int64_t at = page * sp + (l % p->page_size) * st;
-                    double v = fp8 ? ref_fp8ds_value((const uint8_t *)in->cache + at, d)
-                                   : ref_h2d(((const uint16_t *)in->cache)[at + d], n.dtype);
-                    keys[(int64_t)nk * D + d] = fp8 && p->emulate_lowp ? ref_round_to(v, REF_BF16) : v;
+                    double v;
+                    if (e4) { /* as ref_kv_: the dequantized value, rounded to dtype in the baseline */
+                        const double x = ref_e4m3_to_double(((const uint8_t *)in->cache)[at + d]);
+                        v = x * (double)p->k_scale[0];
+                        if (d < DV) {
+                            const double y = x * (double)p->v_scale[0];
+                            vals[(int64_t)nk * DV + d] = p->emulate_lowp ? ref_round_to(y, n.dtype) : y;
+                        }
+                        if (p->emulate_lowp) v = ref_round_to(v, n.dtype);
+                    } else {
+                        v = fp8 ? ref_fp8ds_value((const uint8_t *)in->cache + at, d)
+                                : ref_h2d(((const uint16_t *)in->cache)[at + d], n.dtype);
+                        if (fp8 && p->emulate_lowp) v = ref_round_to(v, REF_BF16);
+                    }
+                    keys[(int64_t)nk * D + d] = v;
                 }
                 nk++;
             }
@@ -875,7 +897,8 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
                 for (j = 0; j < nk; j++) {
                     double e = exp(s[j] - m), pe = p->emulate_lowp ? ref_round_to(e, n.dtype) : e;
                     sum += e;
-                    for (d = 0; d < DV; d++) o[d] += pe * keys[(int64_t)j * D + d];
+                    const double *vr = e4 ? vals + (int64_t)j * DV : keys + (int64_t)j * D;
+                    for (d = 0; d < DV; d++) o[d] += pe * vr[d];
                 }
                 l2 = nk ? m + log(sum) : -INFINITY;
                 for (d = 0; d < DV; d++) o[d] = nk ? o[d] / sum : 0;
@@ -892,6 +915,7 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
         }
     }
     free(keys);
+    if (e4) free(vals);
     free(s);
     return 0;
 }

@@ -206,6 +206,7 @@ do -- forgiving input, canonical output
         { "merge_float_half", "merge_fp32_fp16" },
         { "SPARSE_BF16_KVFP8DS_M64_SM90", "sparse_bf16_kvfp8ds_m64_sm90" },
         { "sparse_bfloat16_kvfp8ds_m64", "sparse_bf16_kvfp8ds_m64" },
+        { "sparse_half_kvfp8_m64", "sparse_fp16_kve4m3_m64" },
     }
     for _, c in ipairs(cases) do
         local spec, err = dcpattn.parse(c[1])
@@ -238,6 +239,8 @@ do -- bad specs: compiler-style messages naming the problem
         { "sparse_bf16_m64_sm90", "the sm_90 kernel reads the fp8ds cache only" },
         { "sparse_bf16_kvfp8ds_m64_sm80", "arch 80 not allowed" },
         { "sparse_bf16_kvfp8ds_sm90", "malformed field 'sm90'" },
+        { "sparse_bf16_kve4m3_m64_sm90", "the sm_90 kernel reads the fp8ds cache only" },
+        { "sparse_bf16_kvfp16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
         { "gqa-bf16", "characters" },
@@ -312,6 +315,11 @@ do
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8ds" },
             "sparse_bf16_kvfp8ds_m64" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, arch = 90 }, "sparse_bf16_m64" },
+        -- the e4m3 cache with per-tensor scales: the mma.sync kernel on every arch
+        { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "e4m3", arch = 90 },
+            "sparse_bf16_kve4m3_m64" },
+        { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "e4m3" },
+            "sparse_fp16_kve4m3_m64" },
     }
     for _, c in ipairs(cases) do
         local n, err = dcpattn.select_attn(desc(c[1]))

@@ -32,12 +32,15 @@
 #include "gpu_util.h"
 
 enum { DQK = 576, DV = 512, SMAXB = 4, SMAXW = 8 };
+/* sp_case.fp8: the cache */
+enum { KV16 = 0, FP8DS = 1, E4M3 = 2 };
 static const double FLOOR = 2e-3; /* as tests/test_gpu_mla.c */
 
 static uint64_t seed;
 
 typedef struct sp_case {
-    int fp8, dtype, hq, ps, W, I, topk, B;
+    int fp8; /* KV16 (the dtype's rows), FP8DS (656-byte rows), E4M3 (576 bytes, per-tensor scales) */
+    int dtype, hq, ps, W, I, topk, B;
     int q_len[SMAXB];
     int64_t L[SMAXB];
     int counts, sinks, base2, stride_pad, graph;
@@ -50,7 +53,7 @@ typedef struct sp_ref {
 
 typedef struct sp_rank {
     ref_shard sh;
-    void *cache; /* as the kernel reads it: sh.k_cache, or the 656-byte rows */
+    void *cache; /* as the kernel reads it: sh.k_cache, or the FP8 rows */
     size_t cache_bytes;
     sp_ref ref, replay; /* replay: with ids2 (graph cases, last rank) */
 } sp_rank;
@@ -62,6 +65,7 @@ typedef struct sp_data {
     int64_t stride, rows, no;
     uint16_t *kg[SMAXB], *q;
     uint8_t *kg8[SMAXB]; /* FP8 cases: the global rows, each quantized once */
+    float scales[2];     /* E4M3: k_scale, v_scale */
     int32_t *ids, *ids2, *counts;
     float sinks[128];
     sp_rank rank[SMAXW];
@@ -72,13 +76,15 @@ typedef struct sp_data {
 
 static void case_name(const sp_case *c, char *what, size_t n) {
     snprintf(what, n, "sparse %s hq=%d ps=%d W=%d I=%d topk=%d B=%d counts=%d sinks=%d base2=%d pad=%d graph=%d",
-             c->fp8 ? "fp8ds" : c->dtype == DCPATTN_FP16 ? "fp16" : "bf16", c->hq, c->ps, c->W, c->I, c->topk, c->B,
+             c->fp8 == FP8DS ? "fp8ds" : c->fp8 == E4M3 ? (c->dtype == DCPATTN_FP16 ? "fp16/e4m3" : "bf16/e4m3")
+             : c->dtype == DCPATTN_FP16 ? "fp16" : "bf16", c->hq, c->ps, c->W, c->I, c->topk, c->B,
              c->counts, c->sinks, c->base2, c->stride_pad, c->graph);
 }
 
 /* Shard sh (world W, rank r) of the global keys, and its cache as the kernel reads it:
-   bf16/fp16 rows of 576 (NaN where unused), or 656-byte FP8 rows (0xff where unused) copied
-   from d->kg8. */
+   bf16/fp16 rows of 576 (NaN where unused), or FP8 rows of 656 or 576 bytes (0xff where
+   unused) copied from d->kg8. */
+static int raw_row(const sp_case *c) { return c->fp8 == FP8DS ? REF_FP8DS_ROW : DQK; }
 static void shard(sp_rank *rk, const sp_case *c, const sp_data *d, int W, int r, int spare, uint64_t page_seed) {
     ref_shard_params sp;
     ref_shard *sh = &rk->sh;
@@ -106,16 +112,16 @@ static void shard(sp_rank *rk, const sp_case *c, const sp_data *d, int W, int r,
         rk->cache_bytes = (size_t)(slots * DQK) * 2;
         return;
     }
-    c8 = (uint8_t *)malloc((size_t)(slots * REF_FP8DS_ROW));
-    memset(c8, 0xff, (size_t)(slots * REF_FP8DS_ROW));
+    c8 = (uint8_t *)malloc((size_t)(slots * raw_row(c)));
+    memset(c8, 0xff, (size_t)(slots * raw_row(c)));
     for (b = 0; b < c->B; b++)
         for (l = 0; l < sh->seqused_k[b]; l++) {
             const int64_t page = sh->block_table[b * sh->block_table_stride + l / c->ps];
-            memcpy(c8 + (page * c->ps + l % c->ps) * REF_FP8DS_ROW,
-                   d->kg8[b] + ref_global_of_local(l, W, r, c->I) * REF_FP8DS_ROW, REF_FP8DS_ROW);
+            memcpy(c8 + (page * c->ps + l % c->ps) * raw_row(c), d->kg8[b] + ref_global_of_local(l, W, r, c->I) * raw_row(c),
+                   (size_t)raw_row(c));
         }
     rk->cache = c8;
-    rk->cache_bytes = (size_t)(slots * REF_FP8DS_ROW);
+    rk->cache_bytes = (size_t)(slots * raw_row(c));
 }
 static void shard_free(sp_rank *rk) {
     if (rk->cache != rk->sh.k_cache) free(rk->cache);
@@ -136,7 +142,7 @@ static void refs(const sp_case *c, const sp_data *d, int W, int r, const sp_rank
     in.batch = c->B;
     in.q = d->q;
     in.cache = rk->cache;
-    in.cache_type = c->fp8 ? REF_FP8DS : 0;
+    in.cache_type = c->fp8 == FP8DS ? REF_FP8DS : c->fp8 == E4M3 ? REF_E4M3 : 0;
     in.num_pages = rk->sh.num_pages;
     in.block_table = rk->sh.block_table;
     in.block_table_stride = rk->sh.block_table_stride;
@@ -159,6 +165,8 @@ static void refs(const sp_case *c, const sp_data *d, int W, int r, const sp_rank
     p.interleave = c->I;
     p.lse_base2 = c->base2;
     p.dtype = c->dtype;
+    p.k_scale = &d->scales[0];
+    p.v_scale = &d->scales[1];
     CHECK(ref_sparse_attn(&p, &in, f->o, f->l) == 0, "ref: %s", ref_error());
     p.emulate_lowp = 1;
     CHECK(ref_sparse_attn(&p, &in, f->bo, f->bl) == 0, "ref lowp: %s", ref_error());
@@ -204,16 +212,24 @@ static void prepare(const sp_case *c, const char *what, sp_data *d) {
         }
     for (i = 0; i < c->hq; i++) d->sinks[i] = i % 7 == 6 ? -INFINITY : (float)(ref_rand_uniform(&seed) * 6);
     /* FP8: only the rows an id names are quantized (most of the time of a long sequence); the
-       rest stay 0xff, NaN like an unused slot, so that reading one shows */
+       rest stay 0xff, NaN like an unused slot, so that reading one shows. E4M3: the bytes of the
+       values over 1/32 (within e4m3's range), k_scale and v_scale two different values near it */
+    d->scales[0] = (float)(0.02 + 0.02 * ref_rand_uniform(&seed));
+    d->scales[1] = (float)(0.01 + 0.04 * ref_rand_uniform(&seed));
     for (b = 0; c->fp8 && b < B; b++) {
-        d->kg8[b] = (uint8_t *)malloc((size_t)(c->L[b] * REF_FP8DS_ROW + 1));
-        memset(d->kg8[b], 0xff, (size_t)(c->L[b] * REF_FP8DS_ROW + 1));
+        const int rr = raw_row(c);
+        d->kg8[b] = (uint8_t *)malloc((size_t)(c->L[b] * rr + 1));
+        memset(d->kg8[b], 0xff, (size_t)(c->L[b] * rr + 1));
         for (k = (int64_t)d->cu[b] * d->stride; k < (int64_t)d->cu[b + 1] * d->stride; k++) {
             const int32_t id[2] = {d->ids[k], d->ids2[k]};
             for (i = 0; i < 2; i++) {
-                uint8_t *row = d->kg8[b] + (int64_t)id[i] * REF_FP8DS_ROW;
+                uint8_t *row = d->kg8[b] + (int64_t)id[i] * rr;
+                const uint16_t *src = d->kg[b] + (int64_t)id[i] * DQK;
+                int e;
                 if (id[i] < 0 || id[i] >= c->L[b] || row[0] != 0xff) continue; /* e4m3 0xff: NaN, never quantized */
-                ref_fp8ds_quantize(d->kg[b] + (int64_t)id[i] * DQK, row);
+                if (c->fp8 == FP8DS) ref_fp8ds_quantize(src, row);
+                else
+                    for (e = 0; e < DQK; e++) row[e] = ref_double_to_e4m3(ref_h2d(src[e], c->dtype) * 32.0);
             }
         }
     }
@@ -291,7 +307,7 @@ static void sparse_desc(dcpattn_attn_desc *dd, int dtype, int fp8, int hq, int p
                         int max_seqlen_k, int topk) {
     memset(dd, 0, sizeof *dd);
     dd->dtype = (dcpattn_dtype)dtype;
-    dd->kv_dtype = fp8 ? DCPATTN_FP8_DS_MLA : DCPATTN_DTYPE_DEFAULT;
+    dd->kv_dtype = fp8 == FP8DS ? DCPATTN_FP8_DS_MLA : fp8 == E4M3 ? DCPATTN_FP8_E4M3 : DCPATTN_DTYPE_DEFAULT;
     dd->num_q_heads = hq;
     dd->num_kv_heads = 1;
     dd->head_dim = DQK;
@@ -336,7 +352,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
     void *d_q, *d_m;
     float *d_ml;
     int32_t *d_ids, *d_counts, *d_cu;
-    float *d_sinks;
+    float *d_sinks, *d_scales;
     int r;
 
     d_q = gpu_upload(d->q, 2 * (size_t)(rows * DQK));
@@ -344,6 +360,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
     d_counts = (int32_t *)gpu_upload(d->counts, 4 * (size_t)d->total_q);
     d_cu = (int32_t *)gpu_upload(d->cu, 4 * (size_t)(B + 1));
     d_sinks = (float *)gpu_upload(d->sinks, 4 * (size_t)hq);
+    d_scales = (float *)gpu_upload(d->scales, sizeof d->scales);
 
     for (r = 0; r < W; r++) {
         const sp_rank *rk = &d->rank[r];
@@ -376,7 +393,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
         CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: plan: %s", what, dcpattn_last_error());
         if (s == DCPATTN_STATUS_SUCCESS) {
             const char *v = dcpattn_attn_variant(plan);
-            const int wg = sm90 && c->fp8; /* the wgmma kernel: its rows in the workspace */
+            const int wg = sm90 && c->fp8 == FP8DS; /* the wgmma kernel: its rows in the workspace */
             ws = dcpattn_attn_workspace_size(plan);
             CHECK(strncmp(v, "sparse_", 7) == 0 && (strstr(v, "_sm90") != NULL) == wg &&
                       (wg ? ws == (size_t)B * d->max_q * ((hq + 63) / 64) * topk * 8 : ws == 0),
@@ -387,6 +404,8 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
             a.seqused_k_global = d_glob;
             a.topk_count = c->counts ? d_counts : NULL;
             a.sinks = c->sinks ? d_sinks : NULL; /* every rank passes them; rank 0 applies them */
+            a.k_scale = c->fp8 == E4M3 ? d_scales : NULL;
+            a.v_scale = c->fp8 == E4M3 ? d_scales + 1 : NULL;
             s = dcpattn_attn_run(plan, &a, d_ws, ws, 0);
             CHECK(s == DCPATTN_STATUS_SUCCESS, "%s: run: %s", what, dcpattn_last_error());
             CUDA_OK(cudaDeviceSynchronize());
@@ -473,7 +492,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
         free(h_m), free(h_ml);
     }
     for (r = 0; r < W; r++) cudaFree(d_out[r]), cudaFree(d_lse[r]);
-    cudaFree(d_q), cudaFree(d_ids), cudaFree(d_counts), cudaFree(d_cu), cudaFree(d_sinks);
+    cudaFree(d_q), cudaFree(d_ids), cudaFree(d_counts), cudaFree(d_cu), cudaFree(d_sinks), cudaFree(d_scales);
 }
 
 /* Dequantization, value by value: Q = 0 makes every score 0, so a token whose kept ids all name
@@ -607,6 +626,11 @@ int main(int argc, char **argv) {
         {1, DCPATTN_BF16, 128, 192, 2, 3, 64, 2, {8, 1}, {600, 1}, 0, 1, 1, 0, 1},
         {0, DCPATTN_BF16, 80, 64, 1, 1, 512, 1, {3}, {1000}, 0, 1, 0, 0, 0},
         {1, DCPATTN_BF16, 16, 64, 1, 1, 2048, 4, {1, 1, 2, 1}, {70000, 3000, 2048, 5}, 1, 0, 0, 0, 1},
+        /* the e4m3 cache with per-tensor scales (mma.sync on every arch) */
+        {2, DCPATTN_BF16, 128, 64, 1, 1, 2048, 2, {2, 1}, {5000, 2100}, 0, 1, 0, 0, 1},
+        {2, DCPATTN_FP16, 64, 64, 2, 1, 512, 2, {2, 5}, {1500, 300}, 1, 1, 0, 16, 0},
+        {2, DCPATTN_BF16, 16, 128, 3, 64, 64, 3, {1, 3, 16}, {900, 3000, 40}, 0, 1, 1, 0, 0},
+        {2, DCPATTN_BF16, 32, 64, 8, 3, 512, 2, {4, 1}, {9000, 700}, 1, 1, 0, 0, 1},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     const int ref_only = argc > 1 && strcmp(argv[1], "--ref-only") == 0;

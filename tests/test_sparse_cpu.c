@@ -419,7 +419,12 @@ static void test_validation(void) {
     expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_UNSUPPORTED, "num_splits = -1", "sparse balanced");
     d = sparse_desc(64);
     d.kv_dtype = DCPATTN_FP8_E4M3;
-    expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_UNSUPPORTED, "kv_dtype = 4", "sparse e4m3");
+    expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_SUCCESS, "", "sparse e4m3");
+    d.dtype = DCPATTN_FP16;
+    expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_SUCCESS, "", "sparse e4m3 with fp16");
+    d = sparse_desc(64);
+    d.kv_dtype = DCPATTN_FP32;
+    expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_UNSUPPORTED, "kv_dtype = 3", "sparse fp32 cache");
     d = sparse_desc(64);
     d.page_size = 48;
     expect(dcpattn_attn_desc_validate(&d), DCPATTN_STATUS_UNSUPPORTED, "page_size = 48", "sparse page 48");
@@ -462,10 +467,25 @@ static void test_validation(void) {
     a.batch = 0;
     a.topk_ids = NULL;
     expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_SUCCESS, "", "empty batch, no ids");
+
+    /* the e4m3 cache with per-tensor scales: both scales required and 4-byte aligned */
+    d.kv_dtype = DCPATTN_FP8_E4M3;
+    a.batch = 2;
+    a.topk_ids = (const int32_t *)(base + 0x60000);
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "k_scale is NULL", "e4m3, no k_scale");
+    a.k_scale = (const float *)(base + 0x61100);
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_INVALID_ARGUMENT, "v_scale is NULL", "e4m3, no v_scale");
+    a.v_scale = (const float *)(base + 0x61102);
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "v_scale", "e4m3, misaligned v_scale");
+    a.v_scale = (const float *)(base + 0x61104);
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_SUCCESS, "", "good e4m3 args");
+    a.k_stride_t = 584;
+    expect(dcpattn_attn_args_validate(&d, &a), DCPATTN_STATUS_MISALIGNED, "k_stride_t = 584", "e4m3 row stride");
 }
 
 /* ---- the header and the generator accept the same sparse descriptors; the variant each
-   arch takes: the FP8 cache on sm_90a the wgmma kernel (_sm90), all else the mma.sync one ---- */
+   arch takes: the fp8ds cache on sm_90a the wgmma kernel (_sm90), all else (the e4m3 cache
+   with per-tensor scales too) the mma.sync one ---- */
 static void test_agreement(void) {
     static const char *archs[] = {"sm_90a", "compute_80"};
     int a, x, kv, agreed = 0;
@@ -481,12 +501,15 @@ static void test_agreement(void) {
             CHECK(0, "context %s: %s", archs[a], dcpattn_last_error());
             continue;
         }
-        for (kv = 0; kv < 3; kv++)
+        for (kv = 0; kv < 4; kv++)
             for (x = 0; x < 400; x++) {
                 dcpattn_attn_desc d = sparse_desc(x % 3 == 0 ? 1 + x * 7 : 64);
                 char name[128];
                 int c, lua;
-                d.kv_dtype = kv == 1 ? DCPATTN_FP8_DS_MLA : kv == 2 ? DCPATTN_FP16 : DCPATTN_DTYPE_DEFAULT; /* normalized */
+                d.kv_dtype = kv == 1   ? DCPATTN_FP8_DS_MLA
+                             : kv == 2 ? DCPATTN_FP16
+                             : kv == 3 ? DCPATTN_FP8_E4M3
+                                       : DCPATTN_DTYPE_DEFAULT; /* normalized */
                 d.dtype = kv == 2 ? DCPATTN_FP16 : DCPATTN_BF16;
                 if (x % 3 == 1) d.page_size = x;
                 if (x % 3 == 2) d.num_q_heads = x;
@@ -499,6 +522,7 @@ static void test_agreement(void) {
                 if (c && lua) {
                     const char *want = kv == 1   ? (a == 0 ? "sparse_bf16_kvfp8ds_m64_sm90" : "sparse_bf16_kvfp8ds_m64")
                                        : kv == 2 ? "sparse_fp16_m64"
+                                       : kv == 3 ? "sparse_bf16_kve4m3_m64"
                                                  : "sparse_bf16_m64";
                     CHECK(strcmp(name, want) == 0, "sparse %s x=%d: variant %s, want %s", archs[a], x, name, want);
                 }
@@ -506,7 +530,7 @@ static void test_agreement(void) {
             }
         dcpattn_context_destroy(ctx);
     }
-    CHECK(agreed == 2400, "%d of 2400 sparse descriptors agreed", agreed);
+    CHECK(agreed == 3200, "%d of 3200 sparse descriptors agreed", agreed);
 }
 
 int main(void) {

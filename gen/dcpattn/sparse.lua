@@ -4,10 +4,11 @@
 -- table. One CTA per (query token, M query heads). Two kernels: mma.sync (templates/sparse.cuh,
 -- sm_80 and newer, every cache), and for the FP8 cache on sm_90a the MLA kernel's wgmma pipeline
 -- with a gather (templates/mla.cuh, "Sparse"; name suffix _sm90).
--- The cache holds the query's dtype (576 elements per token) or DeepSeek's FP8 layout, fp8ds:
--- 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
--- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>[_sm90], e.g. sparse_bf16_m64, sparse_bf16_kvfp8ds_m64,
--- sparse_bf16_kvfp8ds_m64_sm90.
+-- The cache holds the query's dtype (576 elements per token), or 576 e4m3 bytes per token with
+-- per-tensor k_scale and v_scale (the dense FP8 cache of mla.lua; mma.sync only), or DeepSeek's
+-- FP8 layout, fp8ds: 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
+-- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>[_sm90], e.g. sparse_bf16_m64, sparse_bf16_kve4m3_m64,
+-- sparse_bf16_kvfp8ds_m64, sparse_bf16_kvfp8ds_m64_sm90.
 local M = {}
 
 local type, ipairs = type, ipairs
@@ -41,6 +42,7 @@ local DTYPES = { "bf16", "fp16" }
 -- The FP8 layout: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values.
 local FP8DS = "fp8ds"
 local FP8DS_ROW_BYTES = 512 + 4 * 4 + 64 * 2
+local E4M3 = "e4m3"  -- per-tensor scales: rows of 576 e4m3 bytes
 
 -- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP3).
 local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS },
@@ -68,10 +70,10 @@ util.family(M, LAYOUT, function(spec)
             end
             kv_dtype = FP8DS
         else
-            kv_dtype = types.canonical(spec.kv_dtype, DTYPES)
-            if kv_dtype ~= dtype then
-                return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or %s)",
-                    show(spec.kv_dtype), dtype, FP8DS)
+            kv_dtype = types.canonical(spec.kv_dtype, { "bf16", "fp16", E4M3 })
+            if kv_dtype ~= dtype and kv_dtype ~= E4M3 then
+                return nil, format("KV dtype '%s' with dtype '%s' (a 16-bit cache has the query's dtype; or %s, %s)",
+                    show(spec.kv_dtype), dtype, E4M3, FP8DS)
             end
         end
     end
@@ -107,12 +109,12 @@ local function traits(spec)
             row_list = true }
     end
     local esize = types.info[spec.dtype].size
-    local fp8 = spec.kv_dtype == FP8DS
+    local raw_row = spec.kv_dtype == FP8DS and FP8DS_ROW_BYTES or spec.kv_dtype == E4M3 and M.DQK or nil
     local tile = KV_TILE * M.DQK * esize
     local warps = M_TILES[spec.m_tile].threads // 32
-    -- Q tile + K tiles (two stages; FP8: one converted tile and two stages of 656-byte rows)
+    -- Q tile + K tiles (two stages; an FP8 cache: one converted tile and two stages of raw rows)
     -- + the compacted list (8 bytes per id) + the S exchange (16 x 16 fp32 per warp)
-    local kv = fp8 and (tile + 2 * KV_TILE * FP8DS_ROW_BYTES) or 2 * tile
+    local kv = raw_row and (tile + 2 * KV_TILE * raw_row) or 2 * tile
     return {
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
@@ -131,6 +133,7 @@ function M.bindings(spec, name)
         KV_TILE = t.kv_tile,
         MAX_TOPK = MAX_TOPK,
         FP8DS = spec.kv_dtype == FP8DS and "true" or "false",
+        E4M3 = spec.kv_dtype == E4M3 and "true" or "false",
         SMEM = t.smem, -- checked against the kernel's own layout (SparseTraits::SMEM_BYTES)
     })
 end

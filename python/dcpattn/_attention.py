@@ -185,23 +185,23 @@ def _kv_format(kv_cache_dtype, kdt, qdt):
     return fp8
 
 
-def _scale(x, name, hkv, strm):
+def _scale(x, name, hkv, strm, call=CALL):
     """An FP8 cache's k_scale or v_scale: a device float32 array of shape [], [1] or
     [num_kv_heads], as (pointer, per head, device, producer stream, keepalive)."""
     what = "a device float32 array of shape [1] or [num_kv_heads] = [%d]" % hkv
     if x is None:
-        raise ArgumentError("%s is required with an FP8 KV cache: %s" % (name, what), CALL)
+        raise ArgumentError("%s is required with an FP8 KV cache: %s" % (name, what), call)
     if isinstance(x, (int, float)):
         raise ArgumentError("%s = %r: the kernel reads the scale on the device (a captured graph replays with the "
-                            "value it holds then), so it must be %s" % (name, x, what), CALL)
-    p, s, st, dt, dev, sy, keep = parse(x, name, strm, False, CALL)
+                            "value it holds then), so it must be %s" % (name, x, what), call)
+    p, s, st, dt, dev, sy, keep = parse(x, name, strm, False, call)
     if dt != "float32":
-        raise ArgumentError("%s dtype is %s (float32 expected)" % (name, dt), CALL)
+        raise ArgumentError("%s dtype is %s (float32 expected)" % (name, dt), call)
     per_head = len(s) == 1 and s[0] == hkv > 1
     if not (len(s) == 0 or tuple(s) == (1,) or per_head):
-        raise ArgumentError("%s must be [], [1] or [num_kv_heads] = [%d], got shape %s" % (name, hkv, tuple(s)), CALL)
+        raise ArgumentError("%s must be [], [1] or [num_kv_heads] = [%d], got shape %s" % (name, hkv, tuple(s)), call)
     if per_head and st[0] != 1:
-        raise ArgumentError("%s must be contiguous (strides %s)" % (name, tuple(st)), CALL)
+        raise ArgumentError("%s must be contiguous (strides %s)" % (name, tuple(st)), call)
     return p, per_head, dev, sy, keep
 
 

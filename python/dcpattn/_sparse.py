@@ -13,8 +13,8 @@ import sys
 
 from . import _arrays, _attention, _lib
 from ._arrays import call_stream, parse, stream_handle
-from ._attention import (_MAX_CALLS, _bound, _issue, _new_plan, bound_range, bucket, given_outputs, new_outputs,
-                         sequence_arrays, steady_entry)
+from ._attention import (_FP8_NAMES, _FP8_TYPES, _MAX_CALLS, _bound, _issue, _new_plan, _scale, bound_range, bucket,
+                         given_outputs, new_outputs, sequence_arrays, steady_entry)
 from ._lib import ArgumentError
 from ._runtime import fast_strides, index_array, same_device, strides_for_c
 
@@ -23,7 +23,8 @@ calls = {}  # signature of a call of PyTorch tensors -> (lo, hi, plan, device, s
 DQK, DV = 576, 512
 DS_MLA_ROW = 656  # bytes of a DeepSeek FP8 row: 512 e4m3, 4 fp32 scales, 64 bf16 RoPE values
 # the argument block's pointers, in the order the steady state reads them from the call
-_Q, _K, _V, _BT, _CU, _USED, _GLOB, _OUT, _LSE, _IDS, _COUNT, _SINKS = 1, 4, 8, 13, 15, 16, 17, 18, 21, 26, 28, 29
+_Q, _K, _V, _BT, _CU, _USED, _GLOB, _OUT, _LSE, _KS, _VS, _IDS, _COUNT, _SINKS = \
+    1, 4, 8, 13, 15, 16, 17, 18, 21, 24, 25, 26, 28, 29
 
 
 def _cache(kv_cache, kv_cache_dtype, qdt, strm):
@@ -37,13 +38,20 @@ def _cache(kv_cache, kv_cache_dtype, qdt, strm):
         if qdt != "bfloat16":
             raise ArgumentError("q dtype is %s with kv_cache_dtype = 'fp8_ds_mla' (bfloat16 expected)" % qdt, CALL)
         row, code = DS_MLA_ROW, _lib.FP8_DS_MLA
+    elif kv_cache_dtype in _FP8_NAMES or (kv_cache_dtype in ("auto", None) and kdt == "float8_e4m3fn"):
+        if kdt not in _FP8_TYPES:
+            raise ArgumentError("kv_cache dtype is %s with kv_cache_dtype = %r (float8_e4m3fn, or uint8 holding e4m3 "
+                                "bytes, expected)" % (kdt, kv_cache_dtype), CALL)
+        row, code = DQK, _lib.FP8_E4M3
     elif kv_cache_dtype == "auto" or kv_cache_dtype is None:
         if kdt != qdt:
-            raise ArgumentError("kv_cache dtype is %s, q's is %s (DeepSeek's FP8 cache: uint8 rows of %d bytes with "
+            raise ArgumentError("kv_cache dtype is %s, q's is %s (an e4m3 cache: float8_e4m3fn, or uint8 with "
+                                "kv_cache_dtype = 'fp8_e4m3'; DeepSeek's FP8 cache: uint8 rows of %d bytes with "
                                 "kv_cache_dtype = 'fp8_ds_mla')" % (kdt, qdt, DS_MLA_ROW), CALL)
         row, code = DQK, 0
     else:
-        raise ArgumentError("kv_cache_dtype = %r is not supported ('auto' or 'fp8_ds_mla')" % (kv_cache_dtype,), CALL)
+        raise ArgumentError("kv_cache_dtype = %r is not supported ('auto', 'fp8', 'fp8_e4m3' or 'fp8_ds_mla')"
+                            % (kv_cache_dtype,), CALL)
     if not (len(ks) == 3 or len(ks) == 4 and ks[2] == 1) or ks[-1] != row:
         raise ArgumentError("kv_cache must be [num_pages, page_size, %d] or [num_pages, page_size, 1, %d] with "
                             "kv_cache_dtype = %r, got shape %s" % (row, row, kv_cache_dtype, tuple(ks)), CALL)
@@ -76,7 +84,7 @@ def _ids(topk_indices, topk_count, sinks, total_q, hq, strm):
 
 def prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max_seqlen_q, max_seqlen_k,
             softmax_scale, topk_count, sinks, kv_cache_dtype, return_softmax_lse, cp_world_size, cp_rank,
-            cp_tot_seqused_k, cp_kv_cache_interleave_size, out, softmax_lse, stream):
+            cp_tot_seqused_k, cp_kv_cache_interleave_size, out, softmax_lse, stream, k_scale=None, v_scale=None):
     """Every check, the plan lookup and the outputs' allocation: all but the launch. Returns
     (plan, argument values, stream, out, lse, producer streams, keepalive, (lo, hi) of the
     max_seqlen_k values the plan serves)."""
@@ -91,6 +99,10 @@ def prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max
         raise ArgumentError("q dtype is %s (bfloat16 or float16 expected)" % qdt, CALL)
     total_q, hq = qs[0], qs[1]
     kp, num_pages, page, kst, kv_dtype, kdev, ksy, kkeep = _cache(kv_cache, kv_cache_dtype, qdt, strm)
+    ksp = vsp = ksdev = vsdev = kssy = vssy = kskeep = vskeep = None
+    if kv_dtype == _lib.FP8_E4M3:  # per-tensor scales, read on the device
+        ksp, _, ksdev, kssy, kskeep = _scale(k_scale, "k_scale", 1, strm, CALL)
+        vsp, _, vsdev, vssy, vskeep = _scale(v_scale, "v_scale", 1, strm, CALL)
     world, rank, inter = int(cp_world_size), int(cp_rank), int(cp_kv_cache_interleave_size)
     batch, (cp, cs, _, cdev, csy, ckeep), (sp, _, _, sdev, ssy, skeep), (bp, bs, bst, bdev, bsy, bkeep), \
         (gp, _, _, gdev, gsy, gkeep) = sequence_arrays(CALL, cu_seqlens_q, seqused_k, block_table,
@@ -102,7 +114,8 @@ def prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max
     dev = same_device(CALL, (("q", qdev, qp), ("kv_cache", kdev, kp), ("cu_seqlens_q", cdev, cp),
                              ("seqused_k", sdev, sp), ("block_table", bdev, bp), ("topk_indices", idev, ip),
                              ("topk_count", ndev, np_), ("sinks", sndev, snp), ("cp_tot_seqused_k", gdev, gp),
-                             ("out", odev, op), ("softmax_lse", ldev, lp)))
+                             ("out", odev, op), ("softmax_lse", ldev, lp), ("k_scale", ksdev, ksp),
+                             ("v_scale", vsdev, vsp)))
     qst = fast_strides(CALL, "q", qs, qst)
     bt_stride = bst[0] if bs[0] > 1 else bs[1]
     cap = bs[1] * page
@@ -116,12 +129,13 @@ def prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max
                                                         return_softmax_lse, total_q, hq, DV, dev)
     # V is the first 512 channels of K's rows: v_cache = k_cache, v strides 0 (K's)
     values = (batch, qp, qst[0], qst[1], kp, kst[0], kst[1], kst[2], kp, 0, 0, 0, num_pages, bp, bt_stride, cp, sp,
-              gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, 0, 0, ip, ids_stride, np_ or 0, snp or 0)
+              gp or 0, op, ost[0], ost[1], lp or 0, lse_st, lse_sh, ksp or 0, vsp or 0, ip, ids_stride, np_ or 0,
+              snp or 0)
     plan = _attention.plans.get(key)
     if plan is None:
         plan = _new_plan(key, values, q)
-    syncs = (qsy, ksy, csy, ssy, bsy, isy, nsy, snsy, gsy, osy, lsy)
-    keeps = (qkeep, kkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep) + ikeeps
+    syncs = (qsy, ksy, csy, ssy, bsy, isy, nsy, snsy, gsy, osy, lsy, kssy, vssy)
+    keeps = (qkeep, kkeep, ckeep, skeep, bkeep, gkeep, okeep, lkeep, kskeep, vskeep) + ikeeps
     return (plan, values, strm, out, lse, [s for s in syncs if s] or None, [k for k in keeps if k] or None,
             bound_range(mk, cap))
 
@@ -133,7 +147,8 @@ def _sig(x):
 def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max_seqlen_q,
                             max_seqlen_k, softmax_scale=None, topk_count=None, sinks=None, kv_cache_dtype="auto",
                             return_softmax_lse=False, cp_world_size=1, cp_rank=0, cp_tot_seqused_k=None,
-                            cp_kv_cache_interleave_size=1, out=None, softmax_lse=None, stream=None):
+                            cp_kv_cache_interleave_size=1, out=None, softmax_lse=None, stream=None, k_scale=None,
+                            v_scale=None):
     """Sparse MLA attention (DeepSeek V3.2 / GLM-5: each query token attends to the top-k
     tokens its indexer picked) over this rank's shard of a paged MLA cache, for decode
     context parallelism: the kernel keeps the ids this rank owns and finds them in its shard
@@ -143,10 +158,11 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
 
     q            [total_q, num_heads, 576], bfloat16 or float16 (num_heads 1..128); sequence
                  b's tokens are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
-    kv_cache     this rank's pages, [num_pages, page_size, 576] of q's dtype, or with
-                 kv_cache_dtype="fp8_ds_mla" uint8 [num_pages, page_size, 656] (DeepSeek's
-                 FP8 rows: 512 e4m3 values, 4 float32 scales, one per 128 values, 64 bfloat16
-                 RoPE values; q bfloat16); also [num_pages, page_size, 1, D], as vLLM stores
+    kv_cache     this rank's pages, [num_pages, page_size, 576] of q's dtype; or e4m3,
+                 float8_e4m3fn (or uint8 bytes with kv_cache_dtype="fp8_e4m3") with k_scale
+                 and v_scale; or with kv_cache_dtype="fp8_ds_mla" uint8 [num_pages, page_size,
+                 656] (DeepSeek's FP8 rows: 512 e4m3 values, 4 float32 scales, one per 128
+                 values, 64 bfloat16 RoPE values; q bfloat16); also [num_pages, page_size, 1, D], as vLLM stores
                  MLA caches. V is the first 512 channels of each row. Pages of 16, 32, 64,
                  128, 192 or 256 tokens; any strides whose last dimension is contiguous (FP8:
                  multiples of 16 bytes)
@@ -170,7 +186,11 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
                  merge (merge_attn_states, merge_states) or dcp_combine of the W ranks'
                  partials gives unsharded attention with the sink once. Pass them on every
                  rank
-    kv_cache_dtype  "auto": the cache has q's dtype; "fp8_ds_mla": DeepSeek's 656-byte rows
+    kv_cache_dtype  "auto": the cache has q's dtype, or is float8_e4m3fn; "fp8" / "fp8_e4m3": an
+                 e4m3 cache (float8_e4m3fn or uint8); "fp8_ds_mla": DeepSeek's 656-byte rows
+    k_scale, v_scale  an e4m3 cache's per-tensor scales (K = e4m3 value * k_scale, V = the
+                 first 512 values * v_scale): device float32 arrays of shape [] or [1], read
+                 by the kernel, so a captured graph replays with the values they hold then
     cp_world_size, cp_rank, cp_kv_cache_interleave_size, cp_tot_seqused_k, out, softmax_lse,
     stream       as flash_attn_varlen_func's (cp_tot_seqused_k is required when
                  cp_world_size > 1); out is [total_q, num_heads, 512]
@@ -189,7 +209,8 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
             sig = (_sig(q), _sig(kv_cache), _sig(block_table), _sig(cu_seqlens_q), _sig(seqused_k),
                    _sig(topk_indices), _sig(topk_count), _sig(sinks), _sig(cp_tot_seqused_k), _sig(out),
                    return_softmax_lse and _sig(softmax_lse), max_seqlen_q, softmax_scale, kv_cache_dtype,
-                   return_softmax_lse, cp_world_size, cp_rank, cp_kv_cache_interleave_size)
+                   return_softmax_lse, cp_world_size, cp_rank, cp_kv_cache_interleave_size, _sig(k_scale),
+                   _sig(v_scale))
             e = steady_entry(calls, sig, max_seqlen_k)
         except Exception:  # not all PyTorch tensors, or a scalar that cannot be hashed or compared
             sig = e = None
@@ -209,6 +230,8 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
                 v[_COUNT] = topk_count.data_ptr()
             if sinks is not None:
                 v[_SINKS] = sinks.data_ptr()
+            if k_scale is not None and v[_KS]:  # (an e4m3 cache's; a signature holds them or not)
+                v[_KS], v[_VS] = k_scale.data_ptr(), v_scale.data_ptr()
             if return_softmax_lse:
                 if softmax_lse is None:
                     softmax_lse = new_lse()
@@ -217,7 +240,7 @@ def flash_mla_sparse_decode(q, kv_cache, block_table, cu_seqlens_q, seqused_k, t
             return (out, softmax_lse) if return_softmax_lse else out
     p = prepare(q, kv_cache, block_table, cu_seqlens_q, seqused_k, topk_indices, max_seqlen_q, max_seqlen_k,
                 softmax_scale, topk_count, sinks, kv_cache_dtype, return_softmax_lse, cp_world_size, cp_rank,
-                cp_tot_seqused_k, cp_kv_cache_interleave_size, out, softmax_lse, stream)
+                cp_tot_seqused_k, cp_kv_cache_interleave_size, out, softmax_lse, stream, k_scale, v_scale)
     _issue(p[0], p[1], p[2], p[5])
     if sig is not None and p[5] is None and p[6] is None:
         _remember(sig, p, q, out is None, return_softmax_lse and softmax_lse is None)

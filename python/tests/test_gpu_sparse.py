@@ -11,7 +11,9 @@ r) from its cache at local index (g // (I*W))*I + g % I through its block table,
 softmax over them in float64 and, on rank 0, folds the sink into the normalizer. The W
 partials merged with merge_attn_states must equal unsharded sparse attention with the sink.
 DeepSeek's 656-byte FP8 rows are built here from random values: 512 e4m3 values, 4 float32
-scales (max |v| / 448 of each 128), 64 bfloat16 RoPE values."""
+scales (max |v| / 448 of each 128), 64 bfloat16 RoPE values; the e4m3 cache with per-tensor
+scales (fmt "e4m3", "fp16_e4m3") is 576 e4m3 bytes a row, K = e4m3 * k_scale, V = the first 512
+* v_scale."""
 
 import pytest
 
@@ -60,7 +62,8 @@ class SparseCase:
                  sinks=True, four_d=False):
         self.fp8, self.world, self.inter, self.hq, self.topk, self.page = fmt == "fp8_ds_mla", world, inter, hq, \
             topk, page
-        self.dtype = torch.float16 if fmt == "fp16" else torch.bfloat16
+        self.e4m3 = fmt.endswith("e4m3")  # 576 e4m3 bytes a row, per-tensor k_scale and v_scale
+        self.dtype = torch.float16 if fmt.startswith("fp16") else torch.bfloat16
         self.four_d = four_d
         g = self.gen = torch.Generator().manual_seed(seed)
         self.qlens, self.batch = list(qlens), len(qlens)
@@ -76,7 +79,12 @@ class SparseCase:
         self.q = ((torch.rand((self.total_q, hq, DQK), generator=g) * 2 - 1) * 3).to(self.dtype).to(DEV)
         # each sequence's keys as the cache holds them: dtype rows, or 656-byte rows
         vals = [((torch.rand((L, DQK), generator=g) * 2 - 1)).to(self.dtype) for L in lens]
-        self.rows = [fp8_ds_rows(v).to(DEV) if self.fp8 else v.to(DEV) for v in vals]
+        if self.e4m3:  # the bytes of the values over 1/32; the scales two values near it
+            self.rows = [(v.float() * 32).to(torch.float8_e4m3fn).view(torch.uint8).to(DEV) for v in vals]
+            self.ks = (0.02 + 0.02 * torch.rand(1, generator=g)).to(DEV)
+            self.vs = (0.01 + 0.04 * torch.rand(1, generator=g)).to(DEV)
+        else:
+            self.rows = [fp8_ds_rows(v).to(DEV) if self.fp8 else v.to(DEV) for v in vals]
         # the top-k lists: ids within the causal prefix, about 25 % -1, some past the length,
         # repeats; token 1's list all -1; the row padding holds valid ids the kernel must skip
         ids = torch.empty((self.total_q, topk + pad), dtype=torch.int64)
@@ -118,7 +126,7 @@ class SparseCase:
         perm = torch.randperm(num_pages, generator=self.gen).tolist()
         bt = torch.full((self.batch, width), perm[-1], dtype=torch.int32)
         row = 656 if self.fp8 else DQK
-        if self.fp8:
+        if self.fp8 or self.e4m3:
             cache = torch.full((num_pages, P, row), 0xFF, dtype=torch.uint8, device=DEV)
         else:
             cache = torch.full((num_pages, P, row), float("nan"), dtype=self.dtype, device=DEV)
@@ -138,7 +146,8 @@ class SparseCase:
         shard sh: each token's kept ids gathered through the block table; the sink folded in
         on rank 0."""
         W, I, r, P = sh["world"], sh["inter"], sh["rank"], self.page
-        cache = sh["cache"].reshape(sh["cache"].shape[0], P, -1)
+        cache = sh["cache"].view(torch.uint8) if self.e4m3 else sh["cache"]  # (bytes: indexable)
+        cache = cache.reshape(cache.shape[0], P, -1)
         scale = DQK ** -0.5
         out = torch.zeros((self.total_q, self.hq, DV), dtype=torch.float64, device=DEV)
         lse = torch.full((self.total_q, self.hq), float("-inf"), dtype=torch.float64, device=DEV)
@@ -151,10 +160,15 @@ class SparseCase:
                     continue
                 local = (g // (I * W)) * I + g % I
                 rows = cache[sh["bt"][b, local // P].long(), local % P]
-                kv = fp8_ds_values(rows) if self.fp8 else rows.double()                 # n, 576
+                if self.e4m3:
+                    e = rows.view(torch.float8_e4m3fn).double()
+                    kv, v = e * self.ks.double(), e[:, :DV] * self.vs.double()
+                else:
+                    kv = fp8_ds_values(rows) if self.fp8 else rows.double()             # n, 576
+                    v = kv[:, :DV]
                 s = scale * self.q[t].double() @ kv.T                                    # hq, n
                 m = torch.logsumexp(s, -1)
-                out[t] = torch.exp(s - m[:, None]) @ kv[:, :DV]
+                out[t] = torch.exp(s - m[:, None]) @ v
                 lse[t] = m
         if sinks and self.sinks is not None and r == 0:
             sk = self.sinks.double()[None, :].expand_as(lse)
@@ -166,9 +180,12 @@ class SparseCase:
 
     def attention(self, sh, **kw):
         args = dict(topk_count=self.counts, sinks=self.sinks, return_softmax_lse=True,
-                    kv_cache_dtype="fp8_ds_mla" if self.fp8 else "auto", cp_world_size=sh["world"],
+                    kv_cache_dtype="fp8_ds_mla" if self.fp8 else "fp8_e4m3" if self.e4m3 else "auto",
+                    cp_world_size=sh["world"],
                     cp_rank=sh["rank"], cp_kv_cache_interleave_size=sh["inter"],
                     cp_tot_seqused_k=self.lens_t if sh["world"] > 1 else None)
+        if self.e4m3:
+            args.update(k_scale=self.ks, v_scale=self.vs)
         args.update(kw)
         return dcpattn.flash_mla_sparse_decode(self.q, sh["cache"], sh["bt"], self.cu_t, sh["used"], self.ids,
                                                max(self.qlens), sh["max_used"], **args)
@@ -202,9 +219,9 @@ def merged(outs, lses):
 
 @pytest.mark.parametrize("hq", [16, 128])
 @pytest.mark.parametrize("world, inter", [(1, 1), (1, 64), (3, 1), (3, 64)])
-@pytest.mark.parametrize("fmt", ["bf16", "fp8_ds_mla"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8_ds_mla", "e4m3"])
 def test_sparse_dcp_attention_and_merge(fmt, world, inter, hq):
-    c = SparseCase(fmt, world, inter, hq, seed=100 * world + inter + hq + (7 if fmt == "fp8_ds_mla" else 0),
+    c = SparseCase(fmt, world, inter, hq, seed=100 * world + inter + hq + {"bf16": 0, "fp8_ds_mla": 7, "e4m3": 11}[fmt],
                    four_d=hq == 128)
     outs, lses = [], []
     for r in range(world):
@@ -284,10 +301,41 @@ def test_steady_state_path_and_graph_replay(monkeypatch):
     assert allocated == 0, "the captured step allocated %d times" % allocated
     new_ids = c.ids_full.flip(0)  # other tokens' lists (ids past a shorter sequence's length are skipped)
     c.ids_full.copy_(new_ids)
+    replay_checked(g, c, shards, outs, lses, "graph replay")
+
+
+def replay_checked(g, c, shards, outs, lses, what):
+    """Poisons the outputs, replays the graph and checks each rank's against its reference."""
     for o, l in zip(outs, lses):
         o.fill_(float("nan"))
         l.fill_(float("nan"))
     g.replay()
     torch.cuda.synchronize()
-    for r in range(3):
-        check("graph replay rank %d" % r, outs[r], lses[r].T, *c.reference(shards[r]), c.dtype)
+    for r, sh in enumerate(shards):
+        check("%s rank %d" % (what, r), outs[r], lses[r].T, *c.reference(sh), c.dtype)
+
+
+def test_e4m3_fp16_graph_replay_with_new_scales():
+    """fp16 q over an e4m3 cache given as float8_e4m3fn ("auto"), W 2, I 16: a captured call
+    replayed after the scales' values changed in place follows them (the kernel reads them)."""
+    c = SparseCase("fp16_e4m3", 2, 16, 32, seed=23, qlens=(1, 4, 2))
+    shards = [c.shard(r) for r in range(2)]
+    for sh in shards:
+        sh["cache"] = sh["cache"].view(torch.float8_e4m3fn)
+    outs = [torch.empty((c.total_q, c.hq, DV), dtype=c.dtype, device=DEV) for _ in range(2)]
+    lses = [torch.empty((c.hq, c.total_q), device=DEV) for _ in range(2)]
+
+    def step():
+        for r in range(2):
+            c.attention(shards[r], out=outs[r], softmax_lse=lses[r], kv_cache_dtype="auto")
+
+    step()
+    torch.cuda.synchronize()
+    for r in range(2):
+        check("e4m3 fp16 eager rank %d" % r, outs[r], lses[r].T, *c.reference(shards[r]), c.dtype)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    c.ks.mul_(1.5)
+    c.vs.mul_(0.25)
+    replay_checked(g, c, shards, outs, lses, "e4m3 fp16 replay with new scales")

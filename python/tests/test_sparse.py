@@ -102,6 +102,21 @@ def test_fp8_ds_mla_dcp_block_and_descriptor(rec):
     assert abs(d["softmax_scale"] - 0.1) < 1e-7
 
 
+def test_e4m3_block_and_descriptor(rec):
+    """The e4m3 cache with per-tensor scales (float8_e4m3fn, and uint8 bytes named by
+    kv_cache_dtype), fp16 queries: the C descriptor's kv_dtype and the scales in the block."""
+    for cache, name in ((DL((10, 64, 576), "float8_e4m3fn"), "auto"), (DL((10, 64, 1, 576), "uint8"), "fp8_e4m3")):
+        ks, vs = DL((1,), "float32"), DL((), "float32")
+        kw = sparse_inputs(dtype="float16", kv_cache=cache, kv_cache_dtype=name, k_scale=ks, v_scale=vs)
+        dcpattn.flash_mla_sparse_decode(**kw)
+        b = launched(rec)
+        assert (b["k_cache"], b["k_stride_page"], b["k_stride_t"], b["k_scale"], b["v_scale"]) == (
+            cache.ptr, 64 * 576, 576, ks.ptr, vs.ptr)
+        d = rec.made[-1].desc
+        assert (d["dtype"], d["kv_dtype"], d["kv_scale_per_head"], d["sparse_topk"]) == (
+            _lib.FP16, _lib.FP8_E4M3, 0, 64)
+
+
 def test_plans_are_cached_by_descriptor(rec):
     """Calls of one descriptor share a plan; the top-k and the cache's type are in it."""
     for change in ({}, dict(max_seqlen_k=210), {}, dict(topk_indices=DL((6, 128), "int32")),
@@ -120,8 +135,9 @@ def test_plans_are_cached_by_descriptor(rec):
     (dict(q=DL((6, 16, 576), device=(1, 0))), r"q is on DLPack device type 1 \(CPU\)"),
     (dict(q=DL((6, 16, 576), strides=(16 * 584, 584, 2))), "q: the last dimension must be contiguous"),
     (dict(kv_cache=DL((10, 64, 576), "float16")), "kv_cache dtype is float16, q's is bfloat16"),
-    (dict(kv_cache=DL((10, 64, 656), "uint8")), r"kv_cache dtype is uint8, q's is bfloat16 \(DeepSeek's FP8 cache: "
-                                                r"uint8 rows of 656 bytes with kv_cache_dtype = 'fp8_ds_mla'\)"),
+    (dict(kv_cache=DL((10, 64, 656), "uint8")), r"kv_cache dtype is uint8, q's is bfloat16 \(an e4m3 cache: "
+                                                r"float8_e4m3fn, or uint8 with kv_cache_dtype = 'fp8_e4m3'; DeepSeek's "
+                                                r"FP8 cache: uint8 rows of 656 bytes with kv_cache_dtype = 'fp8_ds_mla'\)"),
     (dict(kv_cache=DL((10, 64, 512))), r"kv_cache must be \[num_pages, page_size, 576\] or \[num_pages, page_size, 1, "
                                        r"576\] with kv_cache_dtype = 'auto', got shape \(10, 64, 512\)"),
     (dict(kv_cache=DL((10, 64, 2, 576))), r"kv_cache must be .* got shape \(10, 64, 2, 576\)"),
@@ -132,7 +148,17 @@ def test_plans_are_cached_by_descriptor(rec):
     (dict(fp8=True, kv_cache=DL((10, 64, 656), "float8_e4m3fn")),
      r"kv_cache dtype is float8_e4m3fn with kv_cache_dtype = 'fp8_ds_mla' \(uint8 rows of 656 bytes expected\)"),
     (dict(fp8=True, dtype="float16"), r"q dtype is float16 with kv_cache_dtype = 'fp8_ds_mla' \(bfloat16 expected\)"),
-    (dict(kv_cache_dtype="fp8_e4m3"), r"kv_cache_dtype = 'fp8_e4m3' is not supported \('auto' or 'fp8_ds_mla'\)"),
+    (dict(kv_cache_dtype="fp8_e5m2"), r"kv_cache_dtype = 'fp8_e5m2' is not supported \('auto', 'fp8', 'fp8_e4m3' or "
+                                      r"'fp8_ds_mla'\)"),
+    (dict(kv_cache_dtype="fp8_e4m3"), r"kv_cache dtype is bfloat16 with kv_cache_dtype = 'fp8_e4m3' \(float8_e4m3fn, "
+                                      r"or uint8 holding e4m3 bytes, expected\)"),
+    (dict(kv_cache=DL((10, 64, 576), "float8_e4m3fn")), r"k_scale is required with an FP8 KV cache"),
+    (dict(kv_cache=DL((10, 64, 576), "float8_e4m3fn"), k_scale=DL((1,), "float32")),
+     r"v_scale is required with an FP8 KV cache"),
+    (dict(kv_cache=DL((10, 64, 576), "float8_e4m3fn"), k_scale=0.5, v_scale=DL((1,), "float32")),
+     r"k_scale = 0.5: the kernel reads the scale on the device"),
+    (dict(kv_cache=DL((10, 64, 576), "float8_e4m3fn"), k_scale=DL((2,), "float32"), v_scale=DL((1,), "float32")),
+     r"k_scale must be \[\], \[1\] or \[num_kv_heads\] = \[1\], got shape \(2,\)"),
     (dict(topk_indices=DL((6, 64), "int64")), r"topk_indices dtype is int64 \(int32 expected\)"),
     (dict(topk_indices=DL((64,), "int32")), r"topk_indices must have 2 dimensions, got shape \(64,\)"),
     (dict(topk_indices=DL((5, 64), "int32")), "topk_indices has 5 rows, the batch needs 6"),
@@ -231,6 +257,8 @@ CALLS = {
     "bf16, lse allocated, sinks": lambda t: torch_inputs(t, return_softmax_lse=True, sinks=Tensor((16,), t.float32)),
     "fp8_ds_mla dcp rank, everything given": dcp,
     "explicit stream": lambda t: torch_inputs(t, stream=0x1234),
+    "e4m3 with its scales": lambda t: torch_inputs(t, kv_cache=Tensor((10, 64, 576), t.uint8), kv_cache_dtype="fp8",
+                                                   k_scale=Tensor((1,), t.float32), v_scale=Tensor((), t.float32)),
 }
 
 
@@ -256,7 +284,8 @@ def pointers(kw, block):
     b = list(block)
     for arg, field in (("q", "q"), ("kv_cache", "k_cache"), ("kv_cache", "v_cache"), ("block_table", "block_table"),
                        ("cu_seqlens_q", "cu_seqlens_q"), ("seqused_k", "seqused_k"), ("topk_indices", "topk_ids"),
-                       ("cp_tot_seqused_k", "seqused_k_global"), ("topk_count", "topk_count"), ("sinks", "sinks")):
+                       ("cp_tot_seqused_k", "seqused_k_global"), ("topk_count", "topk_count"), ("sinks", "sinks"),
+                       ("k_scale", "k_scale"), ("v_scale", "v_scale")):
         if kw.get(arg) is not None:
             b[FIELDS.index(field)] = kw[arg].data_ptr()
     return tuple(b)
@@ -330,7 +359,9 @@ for name, kw in (("bf16", sparse_inputs()), ("fp16 4-D", sparse_inputs(dtype="fl
                  ("fp8_ds_mla dcp", sparse_inputs(fp8=True, topk_indices=DL((6, 2048), "int32"),
                   topk_count=DL((6,), "int32"), sinks=DL((16,), "float32"), cp_world_size=8, cp_rank=7,
                   cp_kv_cache_interleave_size=3, cp_tot_seqused_k=DL((2,), "int32"), return_softmax_lse=True,
-                  softmax_lse=DL((16, 6), "float32")))):
+                  softmax_lse=DL((16, 6), "float32"))),
+                 ("e4m3", sparse_inputs(kv_cache=DL((10, 64, 576), "float8_e4m3fn"), k_scale=DL((1,), "float32"),
+                  v_scale=DL((1,), "float32")))):
     try:
         dcpattn.flash_mla_sparse_decode(**kw)
     except dcpattn.DcpattnError as e:
@@ -345,7 +376,7 @@ def test_valid_arguments_pass_every_host_check(lib):
                DCPATTN_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
     r = subprocess.run([sys.executable, "-c", _THROUGH], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count(" ok: ") == 3, r.stdout
+    assert r.stdout.count(" ok: ") == 4, r.stdout
 
 
 def test_signature_names():
