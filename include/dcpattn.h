@@ -89,10 +89,11 @@
      local key l iff its global position is <= p (causal), i.e. iff l < local_len_r(p + 1)
      with local_len_r(L) = (L / (W*I))*I + clamp(L % (W*I) - r*I, 0, I).
    - Per-sequence lengths are read on the device; the host gives only upper bounds.
-   - FP8 KV cache (GQA and MLA): kv_dtype = DCPATTN_FP8_E4M3 makes k_cache and v_cache e4m3fn
-     bytes (K/V strides then multiples of 16 elements); key = e4m3 value * k_scale[h], value
-     = e4m3 value * v_scale[h] (h = 0, or the KV head with kv_scale_per_head). MLA: rows of
-     576 e4m3 bytes, V = the first 512 of the same bytes times v_scale. The scales are device
+   - FP8 KV cache (GQA, MLA, sparse MLA): kv_dtype = DCPATTN_FP8_E4M3 makes k_cache and
+     v_cache e4m3fn bytes (K/V strides then multiples of 16 elements); key = e4m3 value *
+     k_scale[h], value = e4m3 value * v_scale[h] (h = 0, or the KV head with
+     kv_scale_per_head). MLA: rows of 576 e4m3 bytes, V = the first 512 of the same bytes
+     times v_scale. The scales are device
      float32 (> 0), read by the kernel at run time, so they may change between replays of a
      captured graph. q, out and lse keep their types. Unused cache slots may hold e4m3 NaN:
      they are never read.
@@ -348,7 +349,8 @@ typedef struct dcpattn_attn_desc {
                                     balanced schedule, 1: no split */
     int num_sms;                 /* 0: the context's (dcpattn_context_desc.num_sms, else the device's) */
     /* The KV cache's element type: 0 = dtype; DCPATTN_FP8_E4M3 for an e4m3 cache
-       read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V). */
+       read with the args' k_scale and v_scale (key = e4m3 value * k_scale, likewise V);
+       sparse MLA also DCPATTN_FP8_DS_MLA (see SPARSE MLA). */
     dcpattn_dtype kv_dtype;
     int kv_scale_per_head;       /* FP8: 0 one k_scale and one v_scale; 1 one per KV head */
     /* ---- sparse MLA (see SPARSE MLA below) ---- */
