@@ -2,7 +2,7 @@
 -- "Sparse MLA"): Dqk = 576, Dv = 512, one latent KV head; each query token attends to the keys
 -- of its own top-k list of global positions, those this rank owns, gathered through the block
 -- table. One CTA per (query token, M query heads). Two kernels: mma.sync (templates/sparse.cuh,
--- sm_80 and newer, every cache), and for the FP8 cache on sm_90a the MLA kernel's wgmma pipeline
+-- sm_80 and newer, every cache), and for the fp8ds cache on sm_90a the MLA kernel's wgmma pipeline
 -- with a gather (templates/mla.cuh, "Sparse"; name suffix _sm90).
 -- The cache holds the query's dtype (576 elements per token), or 576 e4m3 bytes per token with
 -- per-tensor k_scale and v_scale (the dense FP8 cache of mla.lua; mma.sync only), or DeepSeek's
