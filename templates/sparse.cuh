@@ -41,22 +41,25 @@
 
 namespace dcpattn {
 
-template <class T_, bool FP8DS_, bool E4M3_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int THREADS_>
-struct SparseTraits {
+// RAW_ROW_: the cache's rows of bytes, converted into a T tile in shared memory: 656 (fp8ds),
+// 576 (e4m3 with per-tensor scales), or 0 (rows of 576 T, read as they are).
+template <class T_, int RAW_ROW_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int THREADS_> struct SparseTraits {
     using T = T_;
-    static constexpr bool FP8DS = FP8DS_;  // the cache: 656-byte rows
-    static constexpr bool E4M3 = E4M3_;    // or rows of 576 e4m3 bytes, per-tensor scales (else of 576 T)
-    static constexpr bool RAW = FP8DS || E4M3;  // rows of bytes, converted into a T tile
-    static constexpr int M_TILE = M_TILE_, KV_TILE = KV_TILE_, MAX_TOPK = MAX_TOPK_, THREADS = THREADS_;
     static constexpr int DQK = 576, DV = 512;
+    static constexpr int RAW_ROW = RAW_ROW_;
+    static constexpr bool RAW = RAW_ROW != 0;
+    static constexpr bool FP8DS = RAW_ROW == 656;  // 512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values
+    static constexpr bool E4M3 = RAW_ROW == DQK;   // per-tensor scales (p.k_scale, p.v_scale)
+    static constexpr int M_TILE = M_TILE_, KV_TILE = KV_TILE_, MAX_TOPK = MAX_TOPK_, THREADS = THREADS_;
     static constexpr int WARPS = THREADS / 32;
     static constexpr int ROW_GROUPS = M_TILE / 16;
     static constexpr int HALF_KEYS = KV_TILE / 2;  // keys of a tile whose S one warp computes
     static constexpr int CHUNKS = DQK / 8;         // 16-byte chunks of a T row
     static constexpr int ROW_BYTES = DQK * 2;
     static constexpr int TILE_BYTES = KV_TILE * ROW_BYTES;
-    // fp8ds: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values; E4M3: 576
-    static constexpr int RAW_ROW = FP8DS ? 656 : DQK, RAW_CHUNKS = RAW_ROW / 16, RAW_SCALES = 512, RAW_ROPE = 528;
+    // fp8ds: the scales (one fp32 per 128 values) and the RoPE values after the 512 e4m3 values
+    static constexpr int RAW_CHUNKS = RAW_ROW / 16, RAW_SCALES = 512, RAW_ROPE = 528;
+    static constexpr int RAW_E4M3 = FP8DS ? 512 / 8 : DQK / 8;  // 8-byte pieces of e4m3 a row
     static constexpr int RAW_TILE = KV_TILE * RAW_ROW;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = M_TILE * ROW_BYTES;                    // K stages, or the dequantized tile
@@ -68,11 +71,10 @@ struct SparseTraits {
     static_assert(M_TILE % 16 == 0 && WARPS == 2 * ROW_GROUPS, "warps: row groups of 16 heads x 2 halves");
     static_assert(HALF_KEYS == 16, "a warp's S covers 16 keys: one k-step of P V");
     static_assert(!FP8DS || same_type<T, bf16>, "fp8ds dequantizes to bf16");
-    static_assert(!(FP8DS && E4M3), "one cache layout");
-    static_assert(!E4M3 || (KV_TILE * (DQK / 8)) % THREADS == 0, "e4m3 conversion: whole passes");
+    static_assert(RAW_ROW == 0 || FP8DS || E4M3, "a cache layout");
     static_assert(RAW_TILE % 16 == 0 && SMEM_LIST % 16 == 0, "16-byte copies");
     static_assert(!FP8DS || KV_TILE * 8 == THREADS, "RoPE copy: one 16-byte chunk per thread");
-    static_assert(!FP8DS || (KV_TILE * 64) % THREADS == 0, "dequantization: whole passes");
+    static_assert(!RAW || (KV_TILE * RAW_E4M3) % THREADS == 0, "dequantization: whole passes");
 };
 
 namespace sparse_detail {
@@ -85,45 +87,35 @@ template <class Tr> __device__ __forceinline__ unsigned tile_off(int r, int c) {
 // The two warps of row group g (warps g and g + ROW_GROUPS): barrier 1 + g of 64 threads.
 __device__ __forceinline__ void pair_sync(int g) { asm volatile("bar.sync %0, 64;\n" ::"r"(1 + g) : "memory"); }
 
-// FP8 (fp8ds): the raw rows at shared address raw into the bf16 tile at t (tile_off layout).
-// A thread takes 8 e4m3 bytes and their scale -> one 16-byte chunk; then one RoPE chunk.
+// FP8 (RAW): the raw rows at shared address raw into the T tile at t (tile_off layout). A
+// thread takes 8 e4m3 bytes -> one 16-byte chunk: fp8ds times their block's scale (then one
+// RoPE chunk, bf16 already), E4M3 exactly (its per-tensor scales apply to the scores and O).
 template <class Tr> __device__ __forceinline__ void dequant_tile(unsigned raw, unsigned t, int tid) {
-    constexpr int ITEMS = Tr::KV_TILE * 64;
+    using T = typename Tr::T;
+    constexpr int PIECES = Tr::RAW_E4M3, ITEMS = Tr::KV_TILE * PIECES;
 #pragma unroll
     for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
-        const int i = tid + j * Tr::THREADS, r = i >> 6, c = i & 63;
+        // (fp8ds: 64 pieces a row, a shift and a mask)
+        const int i = tid + j * Tr::THREADS, r = Tr::FP8DS ? i >> 6 : i / PIECES, c = Tr::FP8DS ? i & 63 : i % PIECES;
         const unsigned row = raw + r * Tr::RAW_ROW;
         unsigned w0, w1, a[4];
         ld_shared_u2(row + c * 8, w0, w1);
-        const float sc = ld_shared_f32(row + Tr::RAW_SCALES + (c >> 4) * 4);
-        e4m3x4_to<bf16>(w0, a[0], a[1]);
-        e4m3x4_to<bf16>(w1, a[2], a[3]);
+        float sc = 1.f;
+        if constexpr (Tr::FP8DS) sc = ld_shared_f32(row + Tr::RAW_SCALES + (c >> 4) * 4);
+        e4m3x4_to<T>(w0, a[0], a[1]);
+        e4m3x4_to<T>(w1, a[2], a[3]);
+        if constexpr (Tr::FP8DS)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) a[k] = pack2<bf16>(lo_float(bf16{}, a[k]) * sc, hi_float(bf16{}, a[k]) * sc);
+            for (int k = 0; k < 4; ++k) a[k] = pack2<bf16>(lo_float(bf16{}, a[k]) * sc, hi_float(bf16{}, a[k]) * sc);
         st_shared_u4(t + tile_off<Tr>(r, c), a);
     }
-    {
+    if constexpr (Tr::FP8DS) {
         const int r = tid >> 3, c = tid & 7;
         float v[4];
         ld_shared_f4(raw + r * Tr::RAW_ROW + Tr::RAW_ROPE + c * 16, v);
         const unsigned u[4] = {__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
                                __float_as_uint(v[3])};
         st_shared_u4(t + tile_off<Tr>(r, 64 + c), u);
-    }
-}
-
-// E4M3 (per-tensor scales): the raw 576-byte rows at raw into the T tile at t, exactly (the
-// scales apply to the scores and to O). A thread takes 8 e4m3 bytes -> one 16-byte chunk.
-template <class Tr> __device__ __forceinline__ void convert_e4m3_tile(unsigned raw, unsigned t, int tid) {
-    constexpr int ITEMS = Tr::KV_TILE * Tr::CHUNKS;
-#pragma unroll
-    for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
-        const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
-        unsigned w0, w1, a[4];
-        ld_shared_u2(raw + r * Tr::RAW_ROW + c * 8, w0, w1);
-        e4m3x4_to<typename Tr::T>(w0, a[0], a[1]);
-        e4m3x4_to<typename Tr::T>(w1, a[2], a[3]);
-        st_shared_u4(t + tile_off<Tr>(r, c), a);
     }
 }
 
@@ -272,8 +264,7 @@ __device__ __forceinline__ void sparse_attend(const dcpattn_attn_kparams &p, lon
         __syncthreads();  // tile tt landed for all
         unsigned tile = sK + (Tr::RAW ? 0u : (tt & 1) * Tr::TILE_BYTES);
         if constexpr (Tr::RAW) {
-            if constexpr (Tr::FP8DS) dequant_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
-            else convert_e4m3_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
+            dequant_tile<Tr>(sRaw + (tt & 1) * Tr::RAW_TILE, sK, tid);
             __syncthreads();
         }
         if (active) {

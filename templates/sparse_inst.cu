@@ -2,7 +2,7 @@
 #include "common.cuh"
 #include "sparse.cuh"
 
-using ${NAME}_traits = dcpattn::SparseTraits<${T}, ${FP8DS}, ${E4M3}, ${M_TILE}, ${KV_TILE}, ${MAX_TOPK}, ${THREADS}>;
+using ${NAME}_traits = dcpattn::SparseTraits<${T}, ${RAW_ROW}, ${M_TILE}, ${KV_TILE}, ${MAX_TOPK}, ${THREADS}>;
 
 // the launch's dynamic shared memory (the generator's formula) is the kernel's layout
 static_assert(${NAME}_traits::SMEM_BYTES == ${SMEM}, "sparse MLA shared memory");

@@ -116,6 +116,7 @@ local function traits(spec)
     -- + the compacted list (8 bytes per id) + the S exchange (16 x 16 fp32 per warp)
     local kv = raw_row and (tile + 2 * KV_TILE * raw_row) or 2 * tile
     return {
+        raw_row = raw_row,
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
         stages = 2,
@@ -132,8 +133,7 @@ function M.bindings(spec, name)
         M_TILE = spec.m_tile,
         KV_TILE = t.kv_tile,
         MAX_TOPK = MAX_TOPK,
-        FP8DS = spec.kv_dtype == FP8DS and "true" or "false",
-        E4M3 = spec.kv_dtype == E4M3 and "true" or "false",
+        RAW_ROW = t.raw_row or 0, -- the cache's byte rows (0: rows of the query's dtype)
         SMEM = t.smem, -- checked against the kernel's own layout (SparseTraits::SMEM_BYTES)
     })
 end
