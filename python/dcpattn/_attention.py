@@ -166,22 +166,23 @@ def launch(prepared):
     _issue(prepared[0], prepared[1], prepared[2], prepared[5])
 
 
-def _kv_format(kv_cache_dtype, kdt, qdt):
-    """Whether the cache is FP8 e4m3: kv_cache_dtype "fp8" / "fp8_e4m3" (a float8_e4m3fn or
-    uint8 cache), or "auto" with a float8_e4m3fn cache; else the cache has q's type."""
+def _kv_format(kv_cache_dtype, kdt, qdt, arg="k_cache", call=CALL, also=None):
+    """Whether the cache (argument arg) is FP8 e4m3: kv_cache_dtype "fp8" / "fp8_e4m3" (a
+    float8_e4m3fn or uint8 cache), or "auto" with a float8_e4m3fn cache; else the cache has q's
+    type. also: (name, hint) of one more kv_cache_dtype the caller took before, for the messages."""
     if kv_cache_dtype in _FP8_NAMES:
         if kdt not in _FP8_TYPES:
-            raise ArgumentError("k_cache dtype is %s with kv_cache_dtype = %r (float8_e4m3fn, or uint8 holding e4m3 "
-                                "bytes, expected)" % (kdt, kv_cache_dtype), CALL)
+            raise ArgumentError("%s dtype is %s with kv_cache_dtype = %r (float8_e4m3fn, or uint8 holding e4m3 "
+                                "bytes, expected)" % (arg, kdt, kv_cache_dtype), call)
         fp8 = True
     elif kv_cache_dtype == "auto" or kv_cache_dtype is None:
         fp8 = kdt == "float8_e4m3fn"
         if not fp8 and kdt != qdt:
-            raise ArgumentError("k_cache dtype is %s, q's is %s (an e4m3 cache: float8_e4m3fn, or uint8 with "
-                                "kv_cache_dtype = 'fp8_e4m3')" % (kdt, qdt), CALL)
+            raise ArgumentError("%s dtype is %s, q's is %s (an e4m3 cache: float8_e4m3fn, or uint8 with "
+                                "kv_cache_dtype = 'fp8_e4m3'%s)" % (arg, kdt, qdt, "; " + also[1] if also else ""), call)
     else:
-        raise ArgumentError("kv_cache_dtype = %r is not supported ('auto', 'fp8' or 'fp8_e4m3')" % (kv_cache_dtype,),
-                            CALL)
+        names = "'auto', 'fp8', 'fp8_e4m3' or %r" % also[0] if also else "'auto', 'fp8' or 'fp8_e4m3'"
+        raise ArgumentError("kv_cache_dtype = %r is not supported (%s)" % (kv_cache_dtype, names), call)
     return fp8
 
 

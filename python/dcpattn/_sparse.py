@@ -13,8 +13,8 @@ import sys
 
 from . import _arrays, _attention, _lib
 from ._arrays import call_stream, parse, stream_handle
-from ._attention import (_FP8_NAMES, _FP8_TYPES, _MAX_CALLS, _bound, _issue, _new_plan, _scale, bound_range, bucket,
-                         given_outputs, new_outputs, sequence_arrays, steady_entry)
+from ._attention import (_MAX_CALLS, _bound, _issue, _kv_format, _new_plan, _scale, bound_range, bucket, given_outputs,
+                         new_outputs, sequence_arrays, steady_entry)
 from ._lib import ArgumentError
 from ._runtime import fast_strides, index_array, same_device, strides_for_c
 
@@ -38,20 +38,12 @@ def _cache(kv_cache, kv_cache_dtype, qdt, strm):
         if qdt != "bfloat16":
             raise ArgumentError("q dtype is %s with kv_cache_dtype = 'fp8_ds_mla' (bfloat16 expected)" % qdt, CALL)
         row, code = DS_MLA_ROW, _lib.FP8_DS_MLA
-    elif kv_cache_dtype in _FP8_NAMES or (kv_cache_dtype in ("auto", None) and kdt == "float8_e4m3fn"):
-        if kdt not in _FP8_TYPES:
-            raise ArgumentError("kv_cache dtype is %s with kv_cache_dtype = %r (float8_e4m3fn, or uint8 holding e4m3 "
-                                "bytes, expected)" % (kdt, kv_cache_dtype), CALL)
+    elif _kv_format(kv_cache_dtype, kdt, qdt, "kv_cache", CALL,
+                    ("fp8_ds_mla", "DeepSeek's FP8 cache: uint8 rows of %d bytes with kv_cache_dtype = 'fp8_ds_mla'"
+                     % DS_MLA_ROW)):
         row, code = DQK, _lib.FP8_E4M3
-    elif kv_cache_dtype == "auto" or kv_cache_dtype is None:
-        if kdt != qdt:
-            raise ArgumentError("kv_cache dtype is %s, q's is %s (an e4m3 cache: float8_e4m3fn, or uint8 with "
-                                "kv_cache_dtype = 'fp8_e4m3'; DeepSeek's FP8 cache: uint8 rows of %d bytes with "
-                                "kv_cache_dtype = 'fp8_ds_mla')" % (kdt, qdt, DS_MLA_ROW), CALL)
-        row, code = DQK, 0
     else:
-        raise ArgumentError("kv_cache_dtype = %r is not supported ('auto', 'fp8', 'fp8_e4m3' or 'fp8_ds_mla')"
-                            % (kv_cache_dtype,), CALL)
+        row, code = DQK, 0
     if not (len(ks) == 3 or len(ks) == 4 and ks[2] == 1) or ks[-1] != row:
         raise ArgumentError("kv_cache must be [num_pages, page_size, %d] or [num_pages, page_size, 1, %d] with "
                             "kv_cache_dtype = %r, got shape %s" % (row, row, kv_cache_dtype, tuple(ks)), CALL)
