@@ -816,13 +816,13 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
     if (p->page_size < 1 || in->topk < 0) return ref_fail_("ref_sparse: page_size %d, topk %d", p->page_size, in->topk);
     if (e4 && (!p->k_scale || !p->v_scale)) return ref_fail_("ref_sparse: an e4m3 cache needs k_scale and v_scale");
     /* rows rounded up to 4 (zeros past the last key): the scores are taken 4 keys at a time;
-       vals: the values where they differ from the keys (an e4m3 cache: v_scale, not k_scale) */
-    keys = (double *)calloc((size_t)((in->topk + 4) / 4 * 4 * D), sizeof(double));
-    vals = e4 ? (double *)calloc((size_t)(in->topk + 1) * DV, sizeof(double)) : keys;
+       vals: the values where they differ from the keys (an e4m3 cache: v_scale, not k_scale),
+       after the keys in the same block */
+    keys = (double *)calloc((size_t)((in->topk + 4) / 4 * 4 * D + (e4 ? (in->topk + 1) * DV : 0)), sizeof(double));
+    vals = e4 ? keys + (in->topk + 4) / 4 * 4 * D : keys;
     s = (double *)malloc(sizeof(double) * (size_t)(in->topk + 4 + D));
-    if (!keys || !vals || !s) {
+    if (!keys || !s) {
         free(keys);
-        if (e4) free(vals);
         free(s);
         return ref_fail_("ref_sparse: out of memory");
     }
@@ -832,7 +832,6 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
         const int64_t used = in->seqused_k[b], glob = in->seqused_k_global ? in->seqused_k_global[b] : used;
         if (ref_local_len(glob, n.W, n.r, n.I) != used) {
             free(keys);
-            if (e4) free(vals);
             free(s);
             return ref_fail_("ref_sparse: sequence %d: seqused_k %lld != local_len(%lld)", b, (long long)used,
                              (long long)glob);
@@ -849,7 +848,6 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
                 page = in->block_table[b * in->block_table_stride + l / p->page_size];
                 if (page < 0 || page >= in->num_pages) {
                     free(keys);
-                    if (e4) free(vals);
                     free(s);
                     return ref_fail_("ref_sparse: block_table[%d][%lld] = %d", b, (long long)(l / p->page_size), page);
                 }
@@ -915,7 +913,6 @@ REF_FN int ref_sparse_attn(const ref_attn_params *p, const ref_sparse_inputs *in
         }
     }
     free(keys);
-    if (e4) free(vals);
     free(s);
     return 0;
 }
