@@ -16,7 +16,7 @@
 
    usage: bench [--json FILE] [--only CASE,...] [--iters N] [--seed N]
           cases: G1 G1P G1F G2 G2P G2F M1 M1P M1F M2 M2P M2F R1 R2 HOST S1 S1E S2 S2E S3 S3P S3E S3M S3ME S4 S4E
-                 SP1 SP2 SP3 (sparse MLA)
+                 SP1 SP2 SP3 SP4 (sparse MLA)
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
                 q_len N of each case: one kernel for a profiler) */
@@ -921,15 +921,21 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
    the CPU reference, then timed. FLOPs: 2 * Hq * (576 + 512) per kept id (the formula
    2 * Hq * q_len * topk * 1088 per sequence when every id is kept, W = 1); bytes: the gathered
    rows (once per block of 64 heads), q, out and lse. */
+/* the sparse cases' caches: rows of 576 bf16, DeepSeek's 656-byte FP8 rows, 576 e4m3 bytes with
+   per-tensor scales (FP8_K_SCALE, FP8_V_SCALE) */
+enum { SPARSE_BF16, SPARSE_FP8DS, SPARSE_E4M3 };
+
 struct sparse_case {
     const char *id;
-    int order, B, hq, q_len, topk, fp8, W, I, L;
+    int order, B, hq, q_len, topk, cache, W, I, L;
 };
 
 static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStream_t st) {
     const int DQK = 576, DV = 512, PS = 64, B = c->B, T = c->B * c->q_len;
     const int64_t local = ref_local_len(c->L, c->W, 0, c->I), pages = (local + PS - 1) / PS;
-    const int64_t row_el = c->fp8 ? REF_FP8DS_ROW : DQK, esz = c->fp8 ? 1 : 2;
+    const bool ds = c->cache == SPARSE_FP8DS, e4m3 = c->cache == SPARSE_E4M3;
+    const int64_t row_el = ds ? REF_FP8DS_ROW : DQK, esz = c->cache == SPARSE_BF16 ? 2 : 1;
+    const float e4m3_scales[2] = {FP8_K_SCALE, FP8_V_SCALE};
     const int64_t cache_bytes = (int64_t)B * pages * PS * row_el * esz;
     uint64_t rng = g_seed ^ (uint64_t)c->order * 0x51ab5eull;
     std::vector<uint8_t> cache((size_t)cache_bytes);
@@ -949,11 +955,17 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     r.deterministic = -1;
     r.peer_flex_us = r.peer_sdpa_us = r.peer_eager_us = NAN;
     printf("\n== %s: sparse MLA B=%d Hq=%d q_len=%d topk=%d %s cache, L=%d, W=%d r=0 I=%d, page %d\n", c->id, B, c->hq,
-           c->q_len, c->topk, c->fp8 ? "FP8 656-byte" : "bf16", c->L, c->W, c->I, PS);
-    /* the cache: random rows (FP8: e4m3 bytes without NaN, scales 2^-9..2^-7, bf16 RoPE) */
+           c->q_len, c->topk, ds ? "FP8 656-byte" : e4m3 ? "e4m3 576-byte" : "bf16", c->L, c->W, c->I, PS);
+    /* the cache: random rows (FP8: e4m3 bytes without NaN, scales 2^-9..2^-7, bf16 RoPE; e4m3:
+       576 bytes without NaN) */
     for (int64_t n = 0; n < B * pages * PS; n++) {
         uint8_t *row8 = cache.data() + n * row_el * esz;
-        if (c->fp8) {
+        if (e4m3) {
+            for (int d = 0; d < DQK; d++) {
+                uint8_t x = (uint8_t)ref_rand_u64(&rng);
+                row8[d] = (x & 0x7f) == 0x7f ? (uint8_t)(x ^ 1) : x;
+            }
+        } else if (ds) {
             for (int d = 0; d < 512; d++) {
                 uint8_t x = (uint8_t)ref_rand_u64(&rng);
                 row8[d] = (x & 0x7f) == 0x7f ? (uint8_t)(x ^ 1) : x;
@@ -990,7 +1002,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     dcpattn_attn_args a;
     dcpattn_attn_plan *plan;
     memset(&d, 0, sizeof d);
-    d.kv_dtype = c->fp8 ? DCPATTN_FP8_DS_MLA : DCPATTN_DTYPE_DEFAULT;
+    d.kv_dtype = ds ? DCPATTN_FP8_DS_MLA : e4m3 ? DCPATTN_FP8_E4M3 : DCPATTN_DTYPE_DEFAULT;
     d.num_q_heads = c->hq;
     d.num_kv_heads = 1;
     d.head_dim = DQK;
@@ -1017,6 +1029,9 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     a.out = d_out;
     a.lse = d_lse;
     a.topk_ids = d_ids;
+    float *d_scales = e4m3 ? (float *)gpu_upload(e4m3_scales, sizeof e4m3_scales) : nullptr;
+    a.k_scale = d_scales;
+    a.v_scale = d_scales ? d_scales + 1 : nullptr;
     const size_t ws = dcpattn_attn_workspace_size(plan);  // (sm_90a FP8: the CTAs' kept rows)
     void *d_ws = nullptr;
     if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
@@ -1051,7 +1066,9 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
             in.batch = 1;
             in.q = q.data() + (size_t)b * c->q_len * c->hq * DQK;
             in.cache = cache.data();
-            in.cache_type = c->fp8 ? REF_FP8DS : 0;
+            in.cache_type = ds ? REF_FP8DS : e4m3 ? REF_E4M3 : 0;
+            p.k_scale = e4m3_scales;
+            p.v_scale = e4m3_scales + 1;
             in.num_pages = B * pages;
             in.block_table = bt.data() + (size_t)b * pages;
             in.block_table_stride = pages;
@@ -1108,7 +1125,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     g_rows.push_back(r);
     dcpattn_attn_plan_destroy(plan);
     for (void *pp : {d_k, d_q, (void *)d_bt, (void *)d_cu, (void *)d_used, (void *)d_glob, (void *)d_ids, d_out,
-                     (void *)d_lse, d_ws})
+                     (void *)d_lse, d_ws, (void *)d_scales})
         CUDA_OK(cudaFree(pp));
 }
 
@@ -1811,11 +1828,13 @@ int main(int argc, char **argv) {
     for (const attn_case *c : {&M1, &M1P, &M2, &M2P, &M1F, &M2F, &S3, &S3P, &S3E, &S3M, &S3ME})
         if (wanted(only, c->id)) attn_case_run(ctx, c, st);
     /* sparse MLA (top-k 2048 of 4096 keys per token, FP8 656-byte cache): SP1 compute-bound
-       (Hq 128), SP2 memory-bound (Hq 16), SP3 = SP1 on rank 0 of W = 4, I = 64 */
-    const sparse_case SP1 = {"SP1", 40, 128, 128, 2, 2048, 1, 1, 1, 4096};
-    const sparse_case SP2 = {"SP2", 41, 128, 16, 2, 2048, 1, 1, 1, 4096};
-    const sparse_case SP3 = {"SP3", 42, 128, 128, 2, 2048, 1, 4, 64, 4096};
-    for (const sparse_case *c : {&SP1, &SP2, &SP3})
+       (Hq 128), SP2 memory-bound (Hq 16), SP3 = SP1 on rank 0 of W = 4, I = 64; SP4 = SP1 on
+       an e4m3 cache of 576-byte rows with per-tensor scales */
+    const sparse_case SP1 = {"SP1", 40, 128, 128, 2, 2048, SPARSE_FP8DS, 1, 1, 4096};
+    const sparse_case SP2 = {"SP2", 41, 128, 16, 2, 2048, SPARSE_FP8DS, 1, 1, 4096};
+    const sparse_case SP3 = {"SP3", 42, 128, 128, 2, 2048, SPARSE_FP8DS, 4, 64, 4096};
+    const sparse_case SP4 = {"SP4", 43, 128, 128, 2, 2048, SPARSE_E4M3, 1, 1, 4096};
+    for (const sparse_case *c : {&SP1, &SP2, &SP3, &SP4})
         if (wanted(only, c->id)) sparse_case_run(ctx, c, st);
     CUDA_OK(cudaStreamSynchronize(st));
     CUDA_OK(cudaStreamDestroy(st));

@@ -8,8 +8,8 @@
   sdpa        F.scaled_dot_product_attention: no mask at q_len 1, a boolean DCP mask at q_len > 1;
               the q_len x group query rows of one KV head packed into the query dimension (each
               KV byte read once, no enable_gqa expansion; MLA: V copied out of K, contiguous;
-              G1F, G2F: the e4m3 cache dequantized to bf16 in eager ops first, inside the timed
-              call, the fallback a user without an FP8 kernel writes);
+              G1F, G2F, M1F, M2F: the e4m3 cache dequantized to bf16 in eager ops first, inside
+              the timed call, the fallback a user without an FP8 kernel writes);
   eager       the merge of docs/contract.md 5 in eager torch ops (R1, R2);
   flashinfer  FlashInfer's paged kernels on the paged cache of the benchmark (same page size, a
               random block table, bf16, same heads and local lengths): GQA q_len 1 through
@@ -18,9 +18,11 @@
               tensor-core decode wrapper; MLA through BatchMLAPagedAttentionWrapper (FA3, FA2) on
               the 576-wide cache (CKV and KPE are views of one page); G1F and G2F (an e4m3 cache,
               per-tensor k_scale and v_scale) through the same decode and FA2 prefill wrappers
-              with kv_data_type float8_e4m3fn; every variant returns the LSE, as a DCP rank must;
-              the fastest correct variant is the row's time;
-  flashmla    FlashMLA's dense bf16 SM90 decode (page 64, the same 576-wide cache), built by
+              with kv_data_type float8_e4m3fn, M1F and M2F through the MLA wrapper's FP8 cache
+              (one per-tensor scale as ckv_scale and kpe_scale); every variant returns the LSE, as
+              a DCP rank must; the fastest correct variant is the row's time;
+  flashmla    FlashMLA's dense bf16 SM90 decode (page 64, the same 576-wide cache; not M1F, M2F:
+              it reads no e4m3 dense cache), built by
               examples/peers/build_flashmla.sh; --flashmla-so names the extension. On SP1 (sparse
               MLA, W 1) its sparse FP8 SM90 decode on the same 656-byte rows, pages of 64 and
               top-k ids, given as cache slots (page * 64 + offset, FlashMLA's form: the mapping
@@ -172,6 +174,8 @@ def make_cases():
         Case("G2F", False, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, [1, 2, 4, 8], fp8=True),
         Case("M1", True, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, [2]),
         Case("M2", True, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, [1]),
+        Case("M1F", True, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, [2], fp8=True),
+        Case("M2F", True, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, [1], fp8=True),
         Case("M3", True, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, [2], S_rest=2048),
         Case("S1", False, 32, 64, 8, 128, 128, 65536, 16, 4, 1, 1, [1, 4], S_rest=2048),
         Case("S1E", False, 32, 64, 8, 128, 128, 4032, 16, 4, 1, 1, [1, 4]),
@@ -188,11 +192,17 @@ def make_cases():
 
 
 # contiguous-KV peers (sdpa, flex) run the standard cases only
-CONTIG = ("G1", "G2", "M1", "M2", "G1F", "G2F")
+CONTIG = ("G1", "G2", "M1", "M2", "G1F", "G2F", "M1F", "M2F")
 MERGE = [("R1", 8, 256, 128, 512), ("R2", 4, 4096, 64, 128)]
 PLAN_VARIANTS = {"gqa1": ("decode", "decode-tc"), "gqa": ("prefill-fa3", "prefill-fa2", "decode-tc"),
-                 "mla": ("mla-fa3", "mla-fa2"), "gqa1-e4m3": ("decode-e4m3",), "gqa-e4m3": ("prefill-fa2-e4m3",)}
+                 "mla": ("mla-fa3", "mla-fa2"), "gqa1-e4m3": ("decode-e4m3",), "gqa-e4m3": ("prefill-fa2-e4m3",),
+                 "mla-e4m3": ("mla-fa3-e4m3", "mla-fa2-e4m3")}
 E4M3_SCALES = (1.0 / 64, 1.0 / 128)  # k_scale, v_scale of the FP8 cases: e4m3 values up to 64 and 128
+
+
+def e4m3_scales(c):
+    """(k_scale, v_scale) of an e4m3 case; MLA's V is K's first 512 bytes, so one scale for both"""
+    return (E4M3_SCALES[0],) * 2 if c.mla else E4M3_SCALES
 
 
 # ---------------------------------------------------------------- the paged cache and reference
@@ -208,10 +218,10 @@ def build_paged(torch, c, dev, gen, extra=64):
     k = torch.empty((num_pages, c.page, c.Hkv, c.Dqk), dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
     v = None if c.mla else torch.empty((num_pages, c.page, c.Hkv, c.Dv), dtype=torch.bfloat16,
                                        device=dev).uniform_(-1, 1)
-    ks, vs = E4M3_SCALES if c.fp8 else (1.0, 1.0)
+    ks, vs = e4m3_scales(c) if c.fp8 else (1.0, 1.0)
     if c.fp8:  # e4m3 codes of the same uniform values, dequantized by k_scale and v_scale
         k = (k.float() / ks).to(torch.float8_e4m3fn)
-        v = (v.float() / vs).to(torch.float8_e4m3fn)
+        v = None if v is None else (v.float() / vs).to(torch.float8_e4m3fn)
     indptr = [0]
     for n in pp:
         indptr.append(indptr[-1] + n)
@@ -272,8 +282,8 @@ def flashinfer_specs(torch, variants):
             specs[name] = gen_batch_prefill_module("fa2", bf, kv, bf, i32, 128, 128, 0, False, False, False)
         elif base == "prefill-fa3":
             specs[name] = gen_batch_prefill_module("fa3", bf, kv, bf, i32, 128, 128, 0, False, False, False)
-        elif name in ("mla-fa3", "mla-fa2"):
-            specs[name] = gen_batch_mla_module(name[4:], bf, bf, bf, i32, 512, 64, False)
+        elif base in ("mla-fa3", "mla-fa2"):
+            specs[name] = gen_batch_mla_module(base[4:], bf, kv, bf, i32, 512, 64, False)
     return specs
 
 
@@ -301,14 +311,17 @@ def flashinfer_variant(torch, fi, name, c, pg, q, q_len, scale, ws):
         ckv, kpe = kv[..., :c.Dv], kv[..., c.Dv:]
         qf = q.view(B * q_len, c.Hq, c.Dqk)
         q_nope, q_pe = qf[..., :c.Dv], qf[..., c.Dv:]
-        w = fi.mla.BatchMLAPagedAttentionWrapper(ws, backend=name[4:])
+        base, kvt = variant_kv(torch, name)
+        w = fi.mla.BatchMLAPagedAttentionWrapper(ws, backend=base[4:])
+        # an e4m3 cache: one per-tensor scale for the latent part and the RoPE part alike
+        scales = {"ckv_scale": pg["k_scale"], "kpe_scale": pg["k_scale"]} if c.fp8 else {}
 
         def plan():
             w.plan(qo_indptr, pg["indptr"], pg["indices"], pg["seqlens"], c.Hq, c.Dv, c.Dqk - c.Dv, c.page,
-                   q_len > 1, scale, bf, bf)
+                   q_len > 1, scale, bf, kvt)
 
         def run():
-            return w.run(q_nope, q_pe, ckv, kpe, return_lse=True)[0].view(B, q_len, c.Hq, c.Dv)
+            return w.run(q_nope, q_pe, ckv, kpe, return_lse=True, **scales)[0].view(B, q_len, c.Hq, c.Dv)
         return plan, run
     kv = (pg["k"], pg["v"])
     qf = q.view(B * q_len, c.Hq, c.Dqk)
@@ -605,8 +618,9 @@ def main():
             k = rand((B, Hkv, S, Dqk))
             v = k[..., :Dv] if mla else rand((B, Hkv, S, Dv))
             if c.fp8:  # the fallback a user writes for an e4m3 cache: dequantize, then SDPA
-                ks, vs = E4M3_SCALES
-                k, v = (k.float() / ks).to(torch.float8_e4m3fn), (v.float() / vs).to(torch.float8_e4m3fn)
+                ks, vs = e4m3_scales(c)
+                k = (k.float() / ks).to(torch.float8_e4m3fn)
+                v = k[..., :Dv] if mla else (v.float() / vs).to(torch.float8_e4m3fn)
         except Exception as e:  # noqa: BLE001
             for q_len in c.qlens:
                 skip("%s/q%d" % (c.id, q_len), "sdpa", e)
@@ -751,6 +765,9 @@ def main():
                     skip(key, "flashmla", fm_err)
                 elif c.page != 64:
                     skip(key, "flashmla", "FlashMLA's dense decode needs page 64")
+                elif c.fp8:
+                    skip(key, "flashmla", "FlashMLA's dense decode reads a bf16 cache (its FP8 cache is the sparse "
+                         "decode's 656-byte rows)")
                 elif left() < 5 + reserve:
                     skip(key, "flashmla", "time budget spent")
                 else:

@@ -44,9 +44,9 @@ local FP8DS = "fp8ds"
 local FP8DS_ROW_BYTES = 512 + 4 * 4 + 64 * 2
 local E4M3 = "e4m3"  -- per-tensor scales: rows of 576 e4m3 bytes
 
--- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP3).
+-- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP4).
 local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS },
-    { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH } }
+    { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH }, { dtype = "bf16", kv_dtype = E4M3 } }
 
 -- ---------------------------------------------------------------------------------------------
 
