@@ -2998,9 +2998,9 @@ static int dcpattn__balance_workers(const dcpattn_attn_desc *d, int num_sms, int
     } else {
         w = (int64_t)num_sms * per_sm / d->num_kv_heads;
         /* the merge of a cut job lists its pieces (at most one per worker) in the kernel's
-           shared memory, after a flag and two floats per row (templates/attn.cuh, finish_cut) */
-        if (w > (v->smem - 16 - 8 * (int64_t)v->rows) / 4)
-            w = (v->smem - 16 - 8 * (int64_t)v->rows) / 4;
+           shared memory, after a flag (templates/attn.cuh, finish_cut) */
+        if (w > (v->smem - 16) / 4)
+            w = (v->smem - 16) / 4;
     }
     return w > 1 ? (int)w : 1;
 }

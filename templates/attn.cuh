@@ -394,17 +394,18 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
     }
 
     // After this worker wrote its piece of a cut job: count the arrival; the last piece merges
-    // all of them (worker order) into out and lse. `smem`: free shared memory, 16 + 8 * M_TILE +
-    // 4 * (pieces) bytes (pieces <= p.workers). The merge is bound by L2 latency: each thread
-    // issues the loads of four pieces before it uses them.
+    // all of them (worker order) into out and lse. `smem`: free shared memory, 16 + 4 * (pieces)
+    // bytes (pieces <= p.workers). The merge is bound by L2 latency: one pass, each item (8
+    // channels of a row) loading AHEAD pieces' states before it adds them, its row's max and sum
+    // kept online (the weights of the states so far are rescaled when the max moves).
     template <class T, int D, class Cta>
     __device__ __forceinline__ void finish_cut(const dcpattn_attn_kparams &p, const Cta &cta, int kvh,
                                                unsigned char *smem) const {
+        constexpr int AHEAD = 4;  // (8 measured the same, and spills in the FP8 producer tile's 128 registers)
         const long long je = js + u;
         const int n = dcpattn_sched_pieces(U, G, js, je);
         int *flag = reinterpret_cast<int *>(smem);
-        float *row_m = reinterpret_cast<float *>(smem + 16), *row_inv = row_m + M_TILE;
-        int *piece = reinterpret_cast<int *>(row_inv + M_TILE);  // slot index of piece i
+        int *piece = reinterpret_cast<int *>(smem + 16);  // slot index of piece i
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -431,39 +432,16 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
             piece[i] = (w * 2 + dcpattn_sched_slot(U, G, w, js)) * p.hkv + kvh;
         }
         __syncthreads();
-        // each row's max and sum over the pieces' LSE (online), and its LSE out
-        for (int r = threadIdx.x; r < M_TILE; r += THREADS) {
-            float mx = neg_inf(), ls = 0.f;
-            if (cta.row0 + r < cta.nrows)
-                for (int i = 0; i < n; i += 4) {
-                    float l[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        l[k] = i + k < n ? ld_cg_f32(p.lse_part + (long long)piece[i + k] * M_TILE + r) : neg_inf();
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        if (l[k] == neg_inf()) continue;
-                        const float nm = fmaxf(mx, l[k]);
-                        ls = (mx == neg_inf() ? 0.f : ls * fast_exp2(mx - nm)) + fast_exp2(l[k] - nm);
-                        mx = nm;
-                    }
-                }
-            row_m[r] = mx;
-            row_inv[r] = sum_inv(ls);
-            if (cta.row0 + r < cta.nrows && p.lse)
-                cta.row_out(kvh * GROUP, cta.row0 + r).lse(ls > 0.f ? mx + fast_log2(ls) : neg_inf());
-        }
-        __syncthreads();
         for (int it = threadIdx.x; it < M_TILE * (D / 8); it += THREADS) {
             const int r = it / (D / 8), c = (it % (D / 8)) * 8, R = cta.row0 + r;
             if (R >= cta.nrows) continue;
-            const float mx = row_m[r], inv = row_inv[r];
+            float mx = neg_inf(), ls = 0.f;
             float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            for (int i = 0; i < n; i += 4) {
-                float l[4];
-                f4 x[4], y[4];
+            for (int i = 0; i < n; i += AHEAD) {
+                float l[AHEAD];
+                f4 x[AHEAD], y[AHEAD];
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
+                for (int k = 0; k < AHEAD; ++k) {
                     l[k] = neg_inf();
                     x[k] = y[k] = f4{0.f, 0.f, 0.f, 0.f};
                     if (i + k < n) {
@@ -474,9 +452,18 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
                         y[k] = ld_cg_f4(src + 1);
                     }
                 }
+                float nm = mx;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const float f = l[k] == neg_inf() ? 0.f : fast_exp2(l[k] - mx) * inv;
+                for (int k = 0; k < AHEAD; ++k) nm = fmaxf(nm, l[k]);
+                if (nm == neg_inf()) continue;  // (every state so far empty)
+                const float a = state_weight(mx, nm);
+                ls *= a;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[e] *= a;
+#pragma unroll
+                for (int k = 0; k < AHEAD; ++k) {
+                    const float f = state_weight(l[k], nm);
+                    ls += f;
                     acc[0] += f * x[k].x;
                     acc[1] += f * x[k].y;
                     acc[2] += f * x[k].z;
@@ -486,9 +473,15 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
                     acc[6] += f * y[k].z;
                     acc[7] += f * y[k].w;
                 }
+                mx = nm;
             }
-            st16(cta.row_out(kvh * GROUP, R).out(c), pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]),
-                 pack2<T>(acc[4], acc[5]), pack2<T>(acc[6], acc[7]));
+            const float inv = sum_inv(ls);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[e] *= inv;
+            const AttnRowOut out = cta.row_out(kvh * GROUP, R);
+            st16(out.out(c), pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]), pack2<T>(acc[4], acc[5]),
+                 pack2<T>(acc[6], acc[7]));
+            if (c == 0 && p.lse) out.lse(ls > 0.f ? mx + fast_log2(ls) : neg_inf());
         }
     }
 };
