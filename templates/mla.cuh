@@ -121,19 +121,22 @@
 
 namespace dcpattn {
 
-template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false, int MAX_TOPK_ = 0> struct MlaTraits {
+// SPARSE_ROW_: 0 dense; sparse MLA over gathered rows of that many bytes: 656 (fp8ds), 576 (e4m3
+// with per-tensor scales)
+template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0> struct MlaTraits {
     using T = T_;
     using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr bool FP8 = sizeof(KV_T) == 1;
-    static constexpr bool SPARSE = SPARSE_;  // sparse MLA over fp8ds rows (see "Sparse" above)
+    static constexpr bool SPARSE = SPARSE_ROW_ != 0;  // sparse MLA over gathered rows (see "Sparse" above)
+    static constexpr bool SCALED = SPARSE_ROW_ == 656;  // fp8ds rows: each value times its block's fp32 scale
     static constexpr int MAX_TOPK = MAX_TOPK_;  // sparse: ids per query token
-    // what the MMAs multiply (sparse: e4m3 times its fp32 scale, rounded to bf16)
-    using MT = typename type_if<FP8 && !SPARSE, fp16, T>::type;
+    // what the MMAs multiply (fp8ds: e4m3 times its fp32 scale, rounded to bf16)
+    using MT = typename type_if<FP8 && !SCALED, fp16, T>::type;
     static constexpr int GROUP = GROUP_;
     static constexpr int THREADS = THREADS_;
     // two warpgroups of math; sparse: a third, the producer (see "Sparse" above), and how the
     // 168 registers a thread gets at launch are shared out between them (setmaxnreg)
-    static constexpr int MATH_THREADS = 256, PRODUCER_THREADS = SPARSE_ ? 128 : 0;
+    static constexpr int MATH_THREADS = 256, PRODUCER_THREADS = SPARSE ? 128 : 0;
     static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
@@ -171,7 +174,8 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, bool SPARSE_ = false,
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
-    static_assert(!SPARSE || (FP8 && same_type<T, bf16>), "sparse: fp8ds rows (bf16 RoPE) with bf16 queries");
+    static_assert(!SPARSE || (FP8 && (SPARSE_ROW_ == DQK || (SCALED && same_type<T, bf16>))),
+                  "sparse: e4m3 rows, or fp8ds rows (bf16 RoPE) with bf16 queries");
 };
 
 namespace mla_detail {
@@ -235,7 +239,7 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p, const 
         const AttnRowOut out = cta.row_out(0, R);
         if constexpr (Tr::SPARSE) {
             const float alpha = sparse_sink(p, out.h, m, l);
-            inv = alpha * sum_inv(l);
+            inv = Tr::SCALED ? alpha * sum_inv(l) : alpha * sum_inv(l) * p.v_scale[0];
         } else {
             inv = Tr::FP8 ? sum_inv(l) * p.v_scale[0] : sum_inv(l);  // (FP8: value = e4m3 * v_scale)
         }
@@ -279,27 +283,28 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
 // meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
 // proxy; the caller's barrier makes it every thread's.
 template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
-    constexpr int N = Tr::M_TILE * Tr::CHUNKS / Tr::THREADS;
-    static_assert(N * Tr::THREADS == Tr::M_TILE * Tr::CHUNKS, "whole passes");
-    __syncthreads();  // every thread's cp.async of the tile has landed
+    constexpr int THREADS = Tr::MATH_THREADS;
+    constexpr int N = Tr::M_TILE * Tr::CHUNKS / THREADS;
+    static_assert(N * THREADS == Tr::M_TILE * Tr::CHUNKS, "whole passes");
+    math_sync<Tr>();  // every thread's cp.async of the tile has landed
     unsigned mx = 0, v[4];
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-        ld_shared_u4(sQ + (tid + j * Tr::THREADS) * 16, v);
+        ld_shared_u4(sQ + (tid + j * THREADS) * 16, v);
 #pragma unroll
         for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
     if ((tid & 31) == 0) red[tid >> 5] = mx;
-    __syncthreads();
+    math_sync<Tr>();
 #pragma unroll
-    for (int w = 0; w < Tr::THREADS / 32; ++w) mx = max(mx, red[w]);
+    for (int w = 0; w < THREADS / 32; ++w) mx = max(mx, red[w]);
     const int e = q_exponent<bf16>(mx, Q_FP16_TOP);
     const float down = exp2i(-e);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-        const unsigned a = sQ + (tid + j * Tr::THREADS) * 16;
+        const unsigned a = sQ + (tid + j * THREADS) * 16;
         ld_shared_u4(a, v);
         bf16x8_to_fp16(v, down);
         st_shared_u4(a, v);
@@ -348,7 +353,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
         unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
         if (r < valid) {
-            if constexpr (Tr::SPARSE) {
+            if constexpr (Tr::SCALED) {
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
                     e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
@@ -374,7 +379,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     Scale x0{}, x1{};
     if constexpr (Tr::SPARSE) mbar_wait(bars, par);  // the whole tile, its scales first read below
     auto scales = [&](int blk) {
-        if constexpr (Tr::SPARSE) {
+        if constexpr (Tr::SCALED) {
             x0 = scale_of(blk >> 1, 0);
             x1 = scale_of(blk >> 1, 1);
         }
@@ -397,13 +402,13 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(4 + b, b);
     unsigned r8[2][4];
-    if constexpr (!Tr::SPARSE) {
+    if constexpr (!Tr::SCALED) {
         fetch(8, 0, r8[0]);
         fetch(8, 1, r8[1]);
     }
     fetch4(0);
     wg_sync(wg);  // every raw byte read
-    if constexpr (!Tr::SPARSE) {
+    if constexpr (!Tr::SCALED) {
         put(8, 0, r8[0], x0);
         put(8, 1, r8[1], x1);
     }
@@ -441,12 +446,18 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
 #pragma unroll
             for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
                 cp_async16(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
-            if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
-            const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
+            if constexpr (Tr::SCALED) {
+                if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+                const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
-                const int j = 4 * h + i;
-                cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
+                    const int j = 4 * h + i;
+                    cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
+                    cp_async16(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16, row + 16 * (32 + 2 * h + i), 16);
             }
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
@@ -807,7 +818,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // FP8: k_scale joins the softmax scale (read here, not on the host, so that a captured
             // graph sees the value the scale holds at replay); a bf16 Q tile goes into fp16
             float scale = p.scale_log2;
-            if constexpr (Tr::FP8 && !Tr::SPARSE) {
+            if constexpr (Tr::FP8 && !Tr::SCALED) {
                 scale *= p.k_scale[0];
                 if constexpr (!same_type<typename Tr::T, fp16>)
                     scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);

@@ -2,8 +2,8 @@
 #include "common.cuh"
 #include "mla.cuh"
 
-// the MLA kernel over the kept rows of an fp8ds cache (templates/mla.cuh, "Sparse")
-using ${NAME}_traits = dcpattn::MlaTraits<${T}, dcpattn::e4m3, 64, ${THREADS}, true, ${MAX_TOPK}>;
+// the MLA kernel over the kept rows of an FP8 cache, RAW_ROW bytes a row (templates/mla.cuh, "Sparse")
+using ${NAME}_traits = dcpattn::MlaTraits<${T}, dcpattn::e4m3, 64, ${THREADS}, ${RAW_ROW}, ${MAX_TOPK}>;
 
 // the launch's dynamic shared memory (the generator's formula) is the kernel's layout
 static_assert(${NAME}_traits::SMEM_BYTES == ${SMEM}, "sparse MLA (sm_90a) shared memory");

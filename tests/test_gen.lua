@@ -207,6 +207,7 @@ do -- forgiving input, canonical output
         { "SPARSE_BF16_KVFP8DS_M64_SM90", "sparse_bf16_kvfp8ds_m64_sm90" },
         { "sparse_bfloat16_kvfp8ds_m64", "sparse_bf16_kvfp8ds_m64" },
         { "sparse_half_kvfp8_m64", "sparse_fp16_kve4m3_m64" },
+        { "sparse_half_kvfp8_m64_sm90", "sparse_fp16_kve4m3_m64_sm90" },
     }
     for _, c in ipairs(cases) do
         local spec, err = dcpattn.parse(c[1])
@@ -236,10 +237,10 @@ do -- bad specs: compiler-style messages naming the problem
         { "gqa_bf16_kv_d128_g8_m16", "malformed field 'kv'" },
         { "mla_bf16_kve4m3_h16", "got 2 and 1 optional" },
         { "mla_bf16_kvfp16_h16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
-        { "sparse_bf16_m64_sm90", "the sm_90 kernel reads the fp8ds cache only" },
+        { "sparse_bf16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'bf16'" },
         { "sparse_bf16_kvfp8ds_m64_sm80", "arch 80 not allowed" },
         { "sparse_bf16_kvfp8ds_sm90", "malformed field 'sm90'" },
-        { "sparse_bf16_kve4m3_m64_sm90", "the sm_90 kernel reads the fp8ds cache only" },
+        { "sparse_fp16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'fp16'" },
         { "sparse_bf16_kvfp16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
         { "gqa_bf16_x128_g8_m16", "malformed field 'x128'" },
         { "gqa_bf16_d128__g8_m16", "empty field" },
@@ -315,9 +316,11 @@ do
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8ds" },
             "sparse_bf16_kvfp8ds_m64" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, arch = 90 }, "sparse_bf16_m64" },
-        -- the e4m3 cache with per-tensor scales: the mma.sync kernel on every arch
+        -- the e4m3 cache with per-tensor scales: the wgmma kernel on sm_90a too, mma.sync elsewhere
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "e4m3", arch = 90 },
-            "sparse_bf16_kve4m3_m64" },
+            "sparse_bf16_kve4m3_m64_sm90" },
+        { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8",
+            arch = 90 }, "sparse_fp16_kve4m3_m64_sm90" },
         { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "e4m3" },
             "sparse_fp16_kve4m3_m64" },
     }

@@ -484,8 +484,8 @@ static void test_validation(void) {
 }
 
 /* ---- the header and the generator accept the same sparse descriptors; the variant each
-   arch takes: the fp8ds cache on sm_90a the wgmma kernel (_sm90), all else (the e4m3 cache
-   with per-tensor scales too) the mma.sync one ---- */
+   arch takes: an FP8 cache (fp8ds, e4m3) on sm_90a the wgmma kernel (_sm90), all else the
+   mma.sync one ---- */
 static void test_agreement(void) {
     static const char *archs[] = {"sm_90a", "compute_80"};
     int a, x, kv, agreed = 0;
@@ -522,7 +522,7 @@ static void test_agreement(void) {
                 if (c && lua) {
                     const char *want = kv == 1   ? (a == 0 ? "sparse_bf16_kvfp8ds_m64_sm90" : "sparse_bf16_kvfp8ds_m64")
                                        : kv == 2 ? "sparse_fp16_m64"
-                                       : kv == 3 ? "sparse_bf16_kve4m3_m64"
+                                       : kv == 3 ? (a == 0 ? "sparse_bf16_kve4m3_m64_sm90" : "sparse_bf16_kve4m3_m64")
                                                  : "sparse_bf16_m64";
                     CHECK(strcmp(name, want) == 0, "sparse %s x=%d: variant %s, want %s", archs[a], x, name, want);
                 }

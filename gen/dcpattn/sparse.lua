@@ -2,13 +2,13 @@
 -- "Sparse MLA"): Dqk = 576, Dv = 512, one latent KV head; each query token attends to the keys
 -- of its own top-k list of global positions, those this rank owns, gathered through the block
 -- table. One CTA per (query token, M query heads). Two kernels: mma.sync (templates/sparse.cuh,
--- sm_80 and newer, every cache), and for the fp8ds cache on sm_90a the MLA kernel's wgmma pipeline
+-- sm_80 and newer, every cache), and for the FP8 caches on sm_90a the MLA kernel's wgmma pipeline
 -- with a gather (templates/mla.cuh, "Sparse"; name suffix _sm90).
 -- The cache holds the query's dtype (576 elements per token), or 576 e4m3 bytes per token with
--- per-tensor k_scale and v_scale (the dense FP8 cache of mla.lua; mma.sync only), or DeepSeek's
--- FP8 layout, fp8ds: 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
+-- per-tensor k_scale and v_scale (the dense FP8 cache of mla.lua), or DeepSeek's FP8 layout,
+-- fp8ds: 656 bytes per token (512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values).
 -- Name: sparse_<dtype>[_kv<kv_dtype>]_m<M>[_sm90], e.g. sparse_bf16_m64, sparse_bf16_kve4m3_m64,
--- sparse_bf16_kvfp8ds_m64, sparse_bf16_kvfp8ds_m64_sm90.
+-- sparse_bf16_kvfp8ds_m64, sparse_bf16_kvfp8ds_m64_sm90, sparse_bf16_kve4m3_m64_sm90.
 local M = {}
 
 local type, ipairs = type, ipairs
@@ -46,13 +46,15 @@ local E4M3 = "e4m3"  -- per-tensor scales: rows of 576 e4m3 bytes
 
 -- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP4).
 local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS },
-    { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH }, { dtype = "bf16", kv_dtype = E4M3 } }
+    { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH }, { dtype = "bf16", kv_dtype = E4M3 },
+    { dtype = "bf16", kv_dtype = E4M3, arch = SM90_ARCH } }
 
 -- ---------------------------------------------------------------------------------------------
 
 M.max_topk = MAX_TOPK
 M.max_hq = MAX_HQ
 M.fp8ds = FP8DS
+M.e4m3 = E4M3
 M.fp8ds_row_bytes = FP8DS_ROW_BYTES
 M.sm90_arch = SM90_ARCH
 
@@ -88,8 +90,9 @@ util.family(M, LAYOUT, function(spec)
         if arch ~= SM90_ARCH then
             return nil, format("arch %s not allowed (expected %d, or none)", show(spec.arch), SM90_ARCH)
         end
-        if kv_dtype ~= FP8DS then
-            return nil, format("the sm_%d kernel reads the %s cache only, got KV dtype '%s'", SM90_ARCH, FP8DS, kv_dtype)
+        if kv_dtype ~= FP8DS and kv_dtype ~= E4M3 then
+            return nil, format("the sm_%d kernel reads an FP8 cache (%s or %s), got KV dtype '%s'", SM90_ARCH, FP8DS,
+                E4M3, kv_dtype)
         end
     end
     return { family = "sparse", dtype = dtype, kv_dtype = kv_dtype, m_tile = m, arch = arch }
@@ -103,13 +106,13 @@ end
 -- (templates/sparse.cuh, SparseTraits, computes the same shared-memory size; every instance
 -- asserts that the two agree).
 local function traits(spec)
+    local raw_row = spec.kv_dtype == FP8DS and FP8DS_ROW_BYTES or spec.kv_dtype == E4M3 and M.DQK or nil
     if spec.arch then
         local t = mla.traits({ dtype = spec.dtype, m_tile = spec.m_tile })
         return { threads = t.threads + SM90_PRODUCER, kv_tile = t.kv_tile, stages = t.stages, smem = t.smem + SM90_SCALES,
-            row_list = true }
+            row_list = true, raw_row = raw_row }
     end
     local esize = types.info[spec.dtype].size
-    local raw_row = spec.kv_dtype == FP8DS and FP8DS_ROW_BYTES or spec.kv_dtype == E4M3 and M.DQK or nil
     local tile = KV_TILE * M.DQK * esize
     local warps = M_TILES[spec.m_tile].threads // 32
     -- Q tile + K tiles (two stages; an FP8 cache: one converted tile and two stages of raw rows)
@@ -127,7 +130,7 @@ end
 function M.bindings(spec, name)
     local t = traits(spec)
     if spec.arch then
-        return util.attn_bindings(spec, name, t, { MAX_TOPK = MAX_TOPK, SMEM = t.smem })
+        return util.attn_bindings(spec, name, t, { MAX_TOPK = MAX_TOPK, RAW_ROW = t.raw_row, SMEM = t.smem })
     end
     return util.attn_bindings(spec, name, t, {
         M_TILE = spec.m_tile,

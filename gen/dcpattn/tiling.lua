@@ -130,9 +130,10 @@ function M.sparse(desc, v, dtype, where)
     end
     local ok, err = mla_page(v, where)
     if not ok then return nil, err end
-    -- the FP8 cache on sm_90a: the MLA kernel's wgmma pipeline (sparse.lua)
-    local fp8ds = type(desc.kv_dtype) == "string" and lower(desc.kv_dtype) == sparse.fp8ds
-    local arch = fp8ds and v.arch >= sparse.sm90_arch and v.arch < 100 and sparse.sm90_arch or nil
+    -- an FP8 cache (fp8ds, e4m3) on sm_90a: the MLA kernel's wgmma pipeline (sparse.lua)
+    local fp8 = type(desc.kv_dtype) == "string" and lower(desc.kv_dtype) == sparse.fp8ds or
+        types.canonical(desc.kv_dtype, { sparse.e4m3 }) ~= nil
+    local arch = fp8 and v.arch >= sparse.sm90_arch and v.arch < 100 and sparse.sm90_arch or nil
     return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64, arch = arch }, where)
 end
 
