@@ -71,9 +71,10 @@
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
 // once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p).
 //
-// Sparse (MlaTraits SPARSE; instance sparse_bf16_kvfp8ds_m64_sm90, templates/sparse_sm90_inst.cu):
-// the same pipeline over one query token's top-k keys in DeepSeek's FP8 cache (656-byte rows:
-// 512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values). One CTA = one query token x 64 heads
+// Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
+// sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
+// token's top-k keys in DeepSeek's FP8 cache (SCALED, 656-byte rows: 512 e4m3 values, 4 fp32
+// scales, 64 bf16 RoPE values) or in rows of 576 e4m3 bytes with per-tensor scales. One CTA = one query token x 64 heads
 // (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return; SparseCta), 384
 // threads: the two math warpgroups and a producer warpgroup. First the stage "select" of
 // sparse.cuh, by all 384: the cache offsets of the token's kept ids into this CTA's part of the
@@ -89,8 +90,10 @@
 // one arrival from each of its warps, after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1)
 // V(t1) for stage 1, which follows warpgroup 1's S of t1); warpgroup 1's V half (blocks 4-7) is
 // not touched by the gather, and the conversion of the stage waits for warpgroup 1 as for a dense
-// FP8 tile (barrier 4, or its own order). convert_tile makes each value bf16(e4m3 * scale); the
-// MMAs multiply bf16. No k_scale / v_scale; the head's sink (rank 0) joins the row in the
+// FP8 tile (barrier 4, or its own order). SCALED: convert_tile makes each value bf16(e4m3 *
+// scale), the MMAs multiply bf16, no k_scale / v_scale. Rows of e4m3 with per-tensor scales: the
+// RoPE bytes go to raw block 8 like the rest, and the tile is converted, scaled and multiplied as
+// a dense FP8 tile (fp16, k_scale, v_scale). The head's sink (rank 0) joins the row in the
 // epilogue. Named barriers: 1 the math warpgroups' (math_sync), 5 "Q's rope block is read" (the
 // producer then gathers tile 1, whose scales go to P1).
 //
@@ -327,9 +330,9 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
 // ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
 // later).
-// Sparse: the stage's one mbarrier (bars) brings raw blocks 0-7, the rows' scales at sc (16
-// bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8 already in bf16; a value
-// becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16, then one rounding of its
+// Sparse: the stage's one mbarrier (bars) brings the whole raw tile. SCALED: raw blocks 0-7, the
+// rows' scales at sc (16 bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8
+// already in bf16; a value becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16, then one rounding of its
 // product with the scale split in two bf16 halves (bf16x2_scale); the scales of a piece's row are
 // read once per two blocks. Block 8 is read by wgmma as the producer landed it (see sparse_gather).
 template <class Tr>
@@ -423,11 +426,12 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 // with the bytes there that the gather overwrites (raw_free[s], its 4 warps' arrivals; tile 1 once
 // Q's rope block, where stage 1's scales go, is read: named barrier 5), two threads a row by
 // 16-byte cp.async; each thread waits for its copies (cp.async.wait_all), fences them for the async
-// proxy and arrives on the stage's mbarrier (the converting warpgroup waits for it). Of
-// the row's 41 chunks, half h = pt % 2 takes the e4m3 chunks c = 2 i + h (channels 16 c..), each
-// to raw block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile), RoPE chunks 4 h .. 4 h + 3
-// (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales, to scales_at(stage). Rows
-// past the list read nothing (the conversion writes zeros there).
+// proxy and arrives on the stage's mbarrier (the converting warpgroup waits for it). Half h =
+// pt % 2 of a row's threads takes the e4m3 chunks c = 2 i + h (channels 16 c..), each to raw
+// block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile); of a SCALED row (41 chunks) the
+// RoPE chunks 4 h .. 4 h + 3 (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales,
+// to scales_at(stage); of an e4m3 row (36 chunks) the RoPE chunks 32 + 2 h, 33 + 2 h to raw
+// block 8. Rows past the list read nothing (the conversion writes zeros there).
 template <class Tr>
 __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, const long long *rows, int n,
                                               unsigned base, unsigned bars, int pt) {
