@@ -131,7 +131,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr bool FP8 = sizeof(KV_T) == 1;
     static constexpr bool SPARSE = SPARSE_ROW_ != 0;  // sparse MLA over gathered rows (see "Sparse" above)
-    static constexpr bool SCALED = SPARSE_ROW_ == 656;  // fp8ds rows: each value times its block's fp32 scale
+    static constexpr bool SCALED = SPARSE_ROW_ == SPARSE_FP8DS_ROW;  // fp8ds: each value times its block's fp32 scale
     static constexpr int MAX_TOPK = MAX_TOPK_;  // sparse: ids per query token
     // what the MMAs multiply (fp8ds: e4m3 times its fp32 scale, rounded to bf16)
     using MT = typename type_if<FP8 && !SCALED, fp16, T>::type;
@@ -238,14 +238,11 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p, const 
     for (int half = 0; half < 2; ++half) {
         const int R = cta.row0 + (half ? r_hi : r_lo);
         if (R >= cta.nrows) continue;
-        float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo, inv;
+        float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo, inv = 1.f;
         const AttnRowOut out = cta.row_out(0, R);
-        if constexpr (Tr::SPARSE) {
-            const float alpha = sparse_sink(p, out.h, m, l);
-            inv = Tr::SCALED ? alpha * sum_inv(l) : alpha * sum_inv(l) * p.v_scale[0];
-        } else {
-            inv = Tr::FP8 ? sum_inv(l) * p.v_scale[0] : sum_inv(l);  // (FP8: value = e4m3 * v_scale)
-        }
+        if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, m, l);  // (m, l then include the sink)
+        inv *= sum_inv(l);
+        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
         const float lse2 = row_lse2(m, l);
         if (split_out) {
             const long long prow = out.part(cta.split);

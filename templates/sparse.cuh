@@ -41,6 +41,10 @@
 
 namespace dcpattn {
 
+// DeepSeek's FP8 row (fp8ds): 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE
+// values; the byte rows of a sparse kernel's cache name its layout (SparseTraits, MlaTraits).
+constexpr int SPARSE_FP8DS_ROW = 656;
+
 // RAW_ROW_: the cache's rows of bytes, converted into a T tile in shared memory: 656 (fp8ds),
 // 576 (e4m3 with per-tensor scales), or 0 (rows of 576 T, read as they are).
 template <class T_, int RAW_ROW_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int THREADS_> struct SparseTraits {
@@ -48,7 +52,7 @@ template <class T_, int RAW_ROW_, int M_TILE_, int KV_TILE_, int MAX_TOPK_, int 
     static constexpr int DQK = 576, DV = 512;
     static constexpr int RAW_ROW = RAW_ROW_;
     static constexpr bool RAW = RAW_ROW != 0;
-    static constexpr bool FP8DS = RAW_ROW == 656;  // 512 e4m3 values, 4 fp32 scales, 64 bf16 RoPE values
+    static constexpr bool FP8DS = RAW_ROW == SPARSE_FP8DS_ROW;
     static constexpr bool E4M3 = RAW_ROW == DQK;   // per-tensor scales (p.k_scale, p.v_scale)
     static constexpr int M_TILE = M_TILE_, KV_TILE = KV_TILE_, MAX_TOPK = MAX_TOPK_, THREADS = THREADS_;
     static constexpr int WARPS = THREADS / 32;
