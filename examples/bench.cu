@@ -207,7 +207,7 @@ __global__ void fill_e4m3(uint8_t *p, size_t n, uint64_t seed) {
     }
 }
 /* the FP8 cases' dequantization scales (per tensor) */
-static const float FP8_K_SCALE = 1.0f, FP8_V_SCALE = 0.5f;
+static const float FP8_SCALES[2] = {1.0f, 0.5f}; /* an e4m3 cache's k_scale, v_scale */
 
 __global__ void fill_u32(uint32_t *p, size_t n, uint64_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -401,7 +401,7 @@ struct attn_case {
     int splits; /* the plan's num_splits (0: the default, the balanced schedule) */
     std::vector<int> glens; /* non-empty: the global length of each sequence (S: at least the longest local) */
     const char *twin;       /* a skewed case: the even case of the same total keys */
-    int fp8;                /* an e4m3 cache (FP8_K_SCALE, FP8_V_SCALE; MLA: V's bytes are K's) */
+    int fp8;                /* an e4m3 cache (FP8_SCALES; MLA: V's bytes are K's) */
 };
 
 /* local keys of sequence b */
@@ -489,8 +489,8 @@ static void run_ref_job(ref_job &j) {
     p.emulate_lowp = j.lowp;
     if (c->fp8) {
         p.kv_dtype = REF_E4M3;
-        p.k_scale = &FP8_K_SCALE;
-        p.v_scale = &FP8_V_SCALE;
+        p.k_scale = FP8_SCALES;
+        p.v_scale = FP8_SCALES + 1;
     }
     memset(&in, 0, sizeof in);
     in.batch = 1;
@@ -616,7 +616,6 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     const int vseq[2] = {0, c->B - 1};
     void *d_k = NULL, *d_v = NULL;
     const int kvb = c->fp8 ? 1 : 2; /* bytes per cache element */
-    const float fp8_scales[2] = {FP8_K_SCALE, FP8_V_SCALE};
     float *d_scales = NULL;
     int32_t *d_bt, *d_used, *d_glob;
     std::vector<int32_t> bt((size_t)(c->B * bt_stride)), perm((size_t)num_pages);
@@ -691,7 +690,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     d_k = new_cache((size_t)(num_pages * k_page), rng ^ 0x6b);
     d_v = c->mla ? d_k : new_cache((size_t)(num_pages * v_page), rng ^ 0x76);
     if (c->fp8) {
-        d_scales = (float *)gpu_upload(fp8_scales, sizeof fp8_scales);
+        d_scales = (float *)gpu_upload(FP8_SCALES, sizeof FP8_SCALES);
     }
     for (int e = 0; e < extra; e++) { /* 0xff: NaN in bf16 and in e4m3 */
         int32_t pg = perm[(size_t)(c->B * ppseq + e)];
@@ -922,7 +921,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
    2 * Hq * q_len * topk * 1088 per sequence when every id is kept, W = 1); bytes: the gathered
    rows (once per block of 64 heads), q, out and lse. */
 /* the sparse cases' caches: rows of 576 bf16, DeepSeek's 656-byte FP8 rows, 576 e4m3 bytes with
-   per-tensor scales (FP8_K_SCALE, FP8_V_SCALE) */
+   per-tensor scales (FP8_SCALES) */
 enum { SPARSE_BF16, SPARSE_FP8DS, SPARSE_E4M3 };
 
 struct sparse_case {
@@ -935,7 +934,6 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     const int64_t local = ref_local_len(c->L, c->W, 0, c->I), pages = (local + PS - 1) / PS;
     const bool ds = c->cache == SPARSE_FP8DS, e4m3 = c->cache == SPARSE_E4M3;
     const int64_t row_el = ds ? REF_FP8DS_ROW : DQK, esz = c->cache == SPARSE_BF16 ? 2 : 1;
-    const float e4m3_scales[2] = {FP8_K_SCALE, FP8_V_SCALE};
     const int64_t cache_bytes = (int64_t)B * pages * PS * row_el * esz;
     uint64_t rng = g_seed ^ (uint64_t)c->order * 0x51ab5eull;
     std::vector<uint8_t> cache((size_t)cache_bytes);
@@ -1029,7 +1027,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
     a.out = d_out;
     a.lse = d_lse;
     a.topk_ids = d_ids;
-    float *d_scales = e4m3 ? (float *)gpu_upload(e4m3_scales, sizeof e4m3_scales) : nullptr;
+    float *d_scales = e4m3 ? (float *)gpu_upload(FP8_SCALES, sizeof FP8_SCALES) : nullptr;
     a.k_scale = d_scales;
     a.v_scale = d_scales ? d_scales + 1 : nullptr;
     const size_t ws = dcpattn_attn_workspace_size(plan);  // (sm_90a FP8: the CTAs' kept rows)
@@ -1067,8 +1065,8 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
             in.q = q.data() + (size_t)b * c->q_len * c->hq * DQK;
             in.cache = cache.data();
             in.cache_type = ds ? REF_FP8DS : e4m3 ? REF_E4M3 : 0;
-            p.k_scale = e4m3_scales;
-            p.v_scale = e4m3_scales + 1;
+            p.k_scale = FP8_SCALES;
+            p.v_scale = FP8_SCALES + 1;
             in.num_pages = B * pages;
             in.block_table = bt.data() + (size_t)b * pages;
             in.block_table_stride = pages;
