@@ -19,7 +19,7 @@
                  SP1 SP2 SP3 SP4 (sparse MLA)
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
-                q_len N of each case: one kernel for a profiler) */
+                q_len N of each case: one kernel for a profiler) [--hnd] (GQA pages head-major, no peers) */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -468,6 +468,17 @@ struct job_pool {
     pthread_mutex_t mu;
 };
 
+static int g_hnd = 0;          /* --hnd: GQA pages head-major */
+
+/* The strides (elements) of a cache of head dim d: pages token-major, [page][slot][head][d] (vLLM's
+   layout), or with --hnd a GQA cache head-major, [page][head][slot][d] (each head's rows of a page
+   contiguous). */
+static void cache_strides(const attn_case *c, int d, int64_t *page, int64_t *t, int64_t *h) {
+    *page = (int64_t)c->page * c->Hkv * d;
+    *t = g_hnd && !c->mla ? d : (int64_t)c->Hkv * d;
+    *h = g_hnd && !c->mla ? (int64_t)c->page * d : d;
+}
+
 static void run_ref_job(ref_job &j) {
     const attn_case *c = j.c;
     const int group = c->Hq / c->Hkv;
@@ -497,23 +508,16 @@ static void run_ref_job(ref_job &j) {
     in.q = j.q + (int64_t)j.q_row0 * c->Hq * c->Dqk + (int64_t)j.h0 * c->Dqk;
     in.q_stride_t = (int64_t)c->Hq * c->Dqk;
     in.q_stride_h = c->Dqk;
-    {
-        const int64_t kv_off = c->mla ? 0 : (int64_t)(j.h0 / group) * c->Dqk;
-        in.k_cache = j.k + kv_off;
-        in.k_stride_h = c->Dqk;
-        in.k_stride_t = (int64_t)c->Hkv * c->Dqk;
-        in.k_stride_page = (int64_t)c->page * in.k_stride_t;
-        if (c->mla) {
-            in.v_cache = j.k;
-            in.v_stride_h = in.k_stride_h;
-            in.v_stride_t = in.k_stride_t;
-            in.v_stride_page = in.k_stride_page;
-        } else {
-            in.v_cache = j.v + (int64_t)(j.h0 / group) * c->Dv;
-            in.v_stride_h = c->Dv;
-            in.v_stride_t = (int64_t)c->Hkv * c->Dv;
-            in.v_stride_page = (int64_t)c->page * in.v_stride_t;
-        }
+    cache_strides(c, c->Dqk, &in.k_stride_page, &in.k_stride_t, &in.k_stride_h);
+    in.k_cache = j.k + (c->mla ? 0 : (int64_t)(j.h0 / group) * in.k_stride_h);
+    if (c->mla) {
+        in.v_cache = j.k;
+        in.v_stride_h = in.k_stride_h;
+        in.v_stride_t = in.k_stride_t;
+        in.v_stride_page = in.k_stride_page;
+    } else {
+        cache_strides(c, c->Dv, &in.v_stride_page, &in.v_stride_t, &in.v_stride_h);
+        in.v_cache = j.v + (int64_t)(j.h0 / group) * in.v_stride_h;
     }
     in.num_pages = j.npages;
     in.block_table = j.bt;
@@ -780,17 +784,13 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         a.q = d_q;
         a.k_cache = d_k;
         a.v_cache = d_v;
-        a.k_stride_h = c->Dqk;
-        a.k_stride_t = (int64_t)c->Hkv * c->Dqk;
-        a.k_stride_page = k_page;
+        cache_strides(c, c->Dqk, &a.k_stride_page, &a.k_stride_t, &a.k_stride_h);
         if (c->mla) {
             a.v_stride_h = a.k_stride_h;
             a.v_stride_t = a.k_stride_t;
             a.v_stride_page = a.k_stride_page;
         } else {
-            a.v_stride_h = c->Dv;
-            a.v_stride_t = (int64_t)c->Hkv * c->Dv;
-            a.v_stride_page = v_page;
+            cache_strides(c, c->Dv, &a.v_stride_page, &a.v_stride_t, &a.v_stride_h);
         }
         a.num_pages = num_pages;
         a.block_table = d_bt;
@@ -1713,6 +1713,7 @@ int main(int argc, char **argv) {
         else if (a == "--splits") g_force_splits = atoi(val());
         else if (a == "--q") g_only_q = atoi(val());
         else if (a == "--num-sms") g_plan_sms = atoi(val());
+        else if (a == "--hnd") g_hnd = 1;
         else if (a == "--peers-budget") budget = atoi(val());
         else if (a == "--peers-script") script = val();
         else if (a == "--selftest-cpu") return cpu_selftest();
@@ -1721,7 +1722,8 @@ int main(int argc, char **argv) {
                     "usage: bench [--json FILE] [--only G1,G1P,G2,...,S4E] [--iters N>=20] [--seed N] "
                     "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
                     "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
-                    "tile) [--splits N] (force the split count) [--q N] (only q_len N of each case)\n");
+                    "tile) [--splits N] (force the split count) [--q N] (only q_len N of each case) [--hnd] "
+                    "(GQA pages head-major, no peers)\n");
             return 2;
         }
     }
@@ -1839,6 +1841,7 @@ int main(int argc, char **argv) {
     dcpattn_context_destroy(ctx);
     printf("\ndcpattn part done in %.1f s\n", now_s() - t_start);
 
+    if (g_hnd) peers = 0; /* the peers read token-major pages */
     if (peers) {
         run_peers(script, budget);
     } else {
