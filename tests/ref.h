@@ -62,13 +62,14 @@
      ref_shard_params sp = {0}; hkv, dqk, dv (0: dqk), page_size, world, rank, interleave,
        dtype, fill (bits of every unused slot, e.g. REF_BF16_NAN), extra_pages (unused
        pages added to the pool), bt_extra_cols, bt_fill (unused block-table entries),
-       seed (page order), v_alias_k (MLA: no v cache, V = first dv channels of K).
+       seed (page order), v_alias_k (MLA: no v cache, V = first dv channels of K), head_major
+       (each page head-major, [hkv, page_size, d], instead of token-major).
      int ref_shard_build(ref_shard *s, const ref_shard_params *sp, int batch,
                          const int64_t *seqlen_global, const uint16_t *const *k_global,
                          const uint16_t *const *v_global)
        k_global[b]: [L_b, hkv, dqk], v_global[b]: [L_b, hkv, dv] (ignored with v_alias_k).
-       Fills s->k_cache, s->v_cache [num_pages, page_size, hkv, d] (contiguous; strides in
-       s->k_stride_page etc.), s->block_table [batch, block_table_stride], s->seqused_k,
+       Fills s->k_cache, s->v_cache [num_pages, page_size, hkv, d] (contiguous, or with
+       head_major [num_pages, hkv, page_size, d]; strides in s->k_stride_page etc.), s->block_table [batch, block_table_stride], s->seqused_k,
        s->seqused_k_global, s->num_pages. Pages are handed out in a shuffled order.
      void ref_shard_inputs(const ref_shard *s, ref_attn_inputs *in)  cache fields of `in`
      void ref_shard_free(ref_shard *s)
@@ -511,6 +512,7 @@ typedef struct ref_shard_params {
     int32_t bt_fill;             /* value of unused block-table entries */
     uint64_t seed;               /* page order */
     int v_alias_k;               /* MLA: V is the first dv channels of K; no v cache */
+    int head_major;              /* pages [page_size, hkv, d] (0) or [hkv, page_size, d] (1) */
 } ref_shard_params;
 
 typedef struct ref_shard {
@@ -554,17 +556,17 @@ REF_FN int ref_shard_build(ref_shard *s, const ref_shard_params *sp, int batch,
     s->num_pages = total + sp->extra_pages;
     s->block_table_stride = maxp + sp->bt_extra_cols;
     if (s->block_table_stride < 1) s->block_table_stride = 1;
-    s->k_stride_h = sp->dqk;
-    s->k_stride_t = (int64_t)sp->hkv * sp->dqk;
-    s->k_stride_page = ps * s->k_stride_t;
+    s->k_stride_h = sp->head_major ? (int64_t)ps * sp->dqk : sp->dqk;
+    s->k_stride_t = sp->head_major ? sp->dqk : (int64_t)sp->hkv * sp->dqk;
+    s->k_stride_page = (int64_t)ps * sp->hkv * sp->dqk;
     if (sp->v_alias_k) {
         s->v_stride_h = s->k_stride_h;
         s->v_stride_t = s->k_stride_t;
         s->v_stride_page = s->k_stride_page;
     } else {
-        s->v_stride_h = dv;
-        s->v_stride_t = (int64_t)sp->hkv * dv;
-        s->v_stride_page = ps * s->v_stride_t;
+        s->v_stride_h = sp->head_major ? (int64_t)ps * dv : dv;
+        s->v_stride_t = sp->head_major ? dv : (int64_t)sp->hkv * dv;
+        s->v_stride_page = (int64_t)ps * sp->hkv * dv;
     }
     kelems = (s->num_pages > 0 ? s->num_pages : 1) * s->k_stride_page;
     velems = (s->num_pages > 0 ? s->num_pages : 1) * s->v_stride_page;

@@ -436,6 +436,7 @@ static void identity_case(int W, int I, int ps, int q_len, int causal, int group
         sp.bt_extra_cols = 2;
         sp.bt_fill = -7;
         sp.seed = seed * 31 + (uint64_t)r;
+        sp.head_major = (int)((seed + (uint64_t)r) & 1); /* both page layouts among the ranks */
         rank_o[r] = (double *)malloc(sizeof(double) * (size_t)(total_q * hq * DV));
         rank_l[r] = (double *)malloc(sizeof(double) * (size_t)(total_q * hq));
         rank_l2[r] = (double *)malloc(sizeof(double) * (size_t)(total_q * hq));
