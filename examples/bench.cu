@@ -1727,6 +1727,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (g_hnd) peers = 0; /* the peers read token-major pages */
     if (gpu_count(&why) == 0) {
         fprintf(stderr, "bench: no CUDA device (%s): the benchmark needs a GPU; checking the validation path "
                         "on the CPU instead\n",
@@ -1841,11 +1842,10 @@ int main(int argc, char **argv) {
     dcpattn_context_destroy(ctx);
     printf("\ndcpattn part done in %.1f s\n", now_s() - t_start);
 
-    if (g_hnd) peers = 0; /* the peers read token-major pages */
     if (peers) {
         run_peers(script, budget);
     } else {
-        g_peer_note = "peers: disabled (--no-peers)";
+        g_peer_note = g_hnd ? "peers: not run (--hnd: they read token-major pages)" : "peers: disabled (--no-peers)";
     }
     write_json();
     printf("total %.1f s; %d validation failure%s\n", now_s() - t_start, g_failures, g_failures == 1 ? "" : "s");
