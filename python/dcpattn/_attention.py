@@ -396,7 +396,8 @@ def flash_attn_varlen_func(q, k_cache=None, v_cache=None, cu_seqlens_q=None, seq
     q            [total_q, num_heads, head_dim], bfloat16 or float16; sequence b's rows are
                  cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
     k_cache      [num_pages, page_size, num_kv_heads, head_dim] (vLLM's `k`), any strides
-                 whose last dimension is contiguous
+                 whose last dimension is contiguous (a head-major cache, [num_pages,
+                 num_kv_heads, page_size, head_dim] in memory, as its .transpose(1, 2))
     v_cache      [num_pages, page_size, num_kv_heads, head_dim_v] (vLLM's `v`). MLA, chosen
                  when head_dim is 576: V is the first 512 channels of k_cache's rows
                  (num_kv_heads 1); pass v_cache=None, k_cache or k_cache[..., :512]

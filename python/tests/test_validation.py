@@ -217,6 +217,11 @@ for scales in ((DL((1,), "float32"), DL((), "float32")), (DL((2,), "float32"), D
     kw8 = fakes.attention_inputs(k_cache=DL((12, 16, 2, 128), "uint8"), v_cache=DL((12, 16, 2, 128), "uint8"))
     expect_no_driver("fp8", dcpattn.flash_attn_varlen_func, **kw8, kv_cache_dtype="fp8", k_scale=scales[0],
                      v_scale=scales[1], out=DL((6, 8, 128)))
+hm = (16 * 2 * 128, 128, 16 * 128, 1)  # head-major pages: [num_pages, num_kv_heads, page_size, head_dim] memory
+kw8 = fakes.attention_inputs(k_cache=DL((12, 16, 2, 128), "uint8", strides=hm),
+                             v_cache=DL((12, 16, 2, 128), "uint8", strides=hm))
+expect_no_driver("fp8 head-major", dcpattn.flash_attn_varlen_func, **kw8, kv_cache_dtype="fp8",
+                 k_scale=DL((1,), "float32"), v_scale=DL((1,), "float32"), out=DL((6, 8, 128)))
 expect_no_driver("mla", dcpattn.flash_attn_varlen_func, DL((6, 16, 576)), k, None, DL((3,), "int32"),
                  DL((2,), "int32"), DL((2, 4), "int32"), 3, 200, out=DL((6, 16, 512)),
                  num_splits=dcpattn.SPLITS_BALANCED)
@@ -241,7 +246,7 @@ def test_valid_arguments_pass_every_host_check():
                DCPATTN_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
     r = subprocess.run([sys.executable, "-c", _THROUGH], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count(" ok: ") == 11
+    assert r.stdout.count(" ok: ") == 12
 
 
 def test_cai_arrays_take_their_device_from_the_driver(monkeypatch):
