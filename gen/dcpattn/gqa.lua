@@ -39,7 +39,7 @@ local HEAD_DIMS = {
 
 -- K/V pipeline depth: three stages where registers and shared memory allow (M16, D <= 128:
 -- 4.33 TB/s against 3.77 with two, G1 q_len 1 without splits), else two.
--- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 112 KiB with
+-- M64 at D = 128 runs on wgmma on sm_90a (templates/gqa.cuh): one warpgroup, 113 KiB with
 -- three stages, two CTAs per SM; its swizzle atoms need 1024 bytes of alignment slack. An
 -- e4m3 cache takes it too, with a producer warpgroup that gathers each tile and converts its
 -- V into fp16 while S reads K as it landed (256 threads, four e4m3 stages and two fp16 V
