@@ -362,10 +362,23 @@ REF_FN double ref_kv_(const ref_attn_params *p, const ref_norm_params_ *n, const
     return p->emulate_lowp ? ref_round_to(x, n->dtype) : x;
 }
 
-/* One (query row, head): softmax over the first `limit` keys of kv. s: scratch[limit + dqk]. */
+/* The first `len` keys and values of KV head kvh, dequantized once (ref_kv_) into kd
+   [len][dqk] and vd [len][dv], for every query row of the head to read. */
+REF_FN void ref_decode_kv_(const ref_attn_params *p, const ref_norm_params_ *n, const ref_kv_view_ *kv,
+                           const ref_kv_view_ *vv, int kvh, int64_t len, double *kd, double *vd) {
+    int64_t j;
+    int d;
+    for (j = 0; j < len; j++) {
+        const uint16_t *k = ref_kv_at_(kv, j, kvh), *v = ref_kv_at_(vv, j, kvh);
+        for (d = 0; d < n->dqk; d++) kd[j * n->dqk + d] = ref_kv_(p, n, k, d, kvh, 0);
+        for (d = 0; d < n->dv; d++) vd[j * n->dv + d] = ref_kv_(p, n, v, d, kvh, 1);
+    }
+}
+
+/* One (query row, head): softmax over the first `limit` keys of kd / vd (ref_decode_kv_).
+   s: scratch[limit + dqk]. */
 REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, const uint16_t *qrow,
-                          const ref_kv_view_ *kv, const ref_kv_view_ *vv, int kvh, int64_t limit,
-                          double *s, double *o, double *lse) {
+                          const double *kd, const double *vd, int64_t limit, double *s, double *o, double *lse) {
     int64_t j;
     int d;
     double m = -INFINITY, sum = 0, *qd = s + (limit > 0 ? limit : 0);
@@ -376,17 +389,17 @@ REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, c
     }
     for (d = 0; d < n->dqk; d++) qd[d] = ref_h2d(qrow[d], n->dtype);
     for (j = 0; j < limit; j++) {
-        const uint16_t *k = ref_kv_at_(kv, j, kvh);
+        const double *k = kd + j * n->dqk;
         double dot = 0;
-        for (d = 0; d < n->dqk; d++) dot += qd[d] * ref_kv_(p, n, k, d, kvh, 0);
+        for (d = 0; d < n->dqk; d++) dot += qd[d] * k[d];
         s[j] = dot * n->scale;
         if (s[j] > m) m = s[j];
     }
     for (j = 0; j < limit; j++) {
-        const uint16_t *v = ref_kv_at_(vv, j, kvh);
+        const double *v = vd + j * n->dv;
         double e = exp(s[j] - m), pe = p->emulate_lowp ? ref_round_to(e, n->dtype) : e;
         sum += e;
-        for (d = 0; d < n->dv; d++) o[d] += pe * ref_kv_(p, n, v, d, kvh, 1);
+        for (d = 0; d < n->dv; d++) o[d] += pe * v[d];
     }
     for (d = 0; d < n->dv; d++) {
         o[d] /= sum;
@@ -400,10 +413,10 @@ REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, c
 
 REF_FN int ref_attn(const ref_attn_params *p, const ref_attn_inputs *in, double *out, double *lse) {
     ref_norm_params_ n;
-    int b, i, h, group;
+    int b, i, h, kvh, group;
     int64_t max_used = 0, bt_stride, q_st, q_sh;
     ref_kv_view_ kv, vv;
-    double *s;
+    double *s, *kd = NULL, *vd;
     if (ref_norm_(p, &n)) return -1;
     if (p->page_size < 1) return ref_fail_("ref: page_size %d", p->page_size);
     if (in->batch < 0) return ref_fail_("ref: batch %d", in->batch);
@@ -445,23 +458,34 @@ REF_FN int ref_attn(const ref_attn_params *p, const ref_attn_inputs *in, double 
     vv.st = in->v_stride_t ? in->v_stride_t : n.hkv * vv.sh;
     vv.sp = in->v_stride_page ? in->v_stride_page : p->page_size * vv.st;
     s = (double *)malloc(sizeof(double) * (size_t)(max_used + n.dqk));
-    if (!s) return ref_fail_("ref: out of memory");
+    kd = (double *)malloc(sizeof(double) * (size_t)(max_used > 0 ? max_used : 1) * (size_t)(n.dqk + n.dv));
+    if (!s || !kd) {
+        free(s);
+        free(kd);
+        return ref_fail_("ref: out of memory");
+    }
+    vd = kd + max_used * n.dqk;
     group = n.hq / n.hkv;
     for (b = 0; b < in->batch; b++) {
         int q0 = in->cu_seqlens_q[b], q_len = in->cu_seqlens_q[b + 1] - q0;
         int64_t used = in->seqused_k[b];
         int64_t glob = in->seqused_k_global ? in->seqused_k_global[b] : used;
+        if (q_len <= 0) continue;
         kv.bt = vv.bt = in->block_table + b * bt_stride;
-        for (i = 0; i < q_len; i++) {
-            int64_t t = q0 + i;
-            int64_t limit = p->causal ? ref_local_len(glob - q_len + i + 1, n.W, n.r, n.I) : used;
-            if (limit > used) limit = used;
-            for (h = 0; h < n.hq; h++)
-                ref_attn_row_(p, &n, in->q + t * q_st + h * q_sh, &kv, &vv, h / group, limit, s,
-                              out + (t * n.hq + h) * n.dv, lse ? lse + t * n.hq + h : 0);
+        for (kvh = 0; kvh < n.hkv; kvh++) {
+            ref_decode_kv_(p, &n, &kv, &vv, kvh, used, kd, vd);
+            for (i = 0; i < q_len; i++) {
+                int64_t t = q0 + i;
+                int64_t limit = p->causal ? ref_local_len(glob - q_len + i + 1, n.W, n.r, n.I) : used;
+                if (limit > used) limit = used;
+                for (h = kvh * group; h < (kvh + 1) * group; h++)
+                    ref_attn_row_(p, &n, in->q + t * q_st + h * q_sh, kd, vd, limit, s,
+                                  out + (t * n.hq + h) * n.dv, lse ? lse + t * n.hq + h : 0);
+            }
         }
     }
     free(s);
+    free(kd);
     return 0;
 }
 
@@ -470,8 +494,8 @@ REF_FN int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const 
     ref_attn_params p1 = *p;
     ref_norm_params_ n;
     ref_kv_view_ kv, vv;
-    double *s;
-    int i, h;
+    double *s, *kd, *vd;
+    int i, h, kvh, group;
     p1.world = 1;
     p1.rank = 0;
     p1.interleave = 1;
@@ -486,17 +510,27 @@ REF_FN int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const 
     vv.sh = n.dv;
     vv.st = (int64_t)n.hkv * n.dv;
     s = (double *)malloc(sizeof(double) * (size_t)(L + n.dqk));
-    if (!s) return ref_fail_("ref: out of memory");
-    for (i = 0; i < q_len; i++) {
-        int64_t limit = p1.causal ? L - q_len + i + 1 : L;
-        if (limit < 0) limit = 0;
-        if (limit > L) limit = L;
-        for (h = 0; h < n.hq; h++)
-            ref_attn_row_(&p1, &n, q + ((int64_t)i * n.hq + h) * n.dqk, &kv, &vv,
-                          h / (n.hq / n.hkv), limit, s, out + ((int64_t)i * n.hq + h) * n.dv,
-                          lse ? lse + (int64_t)i * n.hq + h : 0);
+    kd = (double *)malloc(sizeof(double) * (size_t)(L > 0 ? L : 1) * (size_t)(n.dqk + n.dv));
+    if (!s || !kd) {
+        free(s);
+        free(kd);
+        return ref_fail_("ref: out of memory");
+    }
+    vd = kd + L * n.dqk;
+    group = n.hq / n.hkv;
+    for (kvh = 0; kvh < n.hkv; kvh++) {
+        ref_decode_kv_(&p1, &n, &kv, &vv, kvh, L, kd, vd);
+        for (i = 0; i < q_len; i++) {
+            int64_t limit = p1.causal ? L - q_len + i + 1 : L;
+            if (limit < 0) limit = 0;
+            if (limit > L) limit = L;
+            for (h = kvh * group; h < (kvh + 1) * group; h++)
+                ref_attn_row_(&p1, &n, q + ((int64_t)i * n.hq + h) * n.dqk, kd, vd, limit, s,
+                              out + ((int64_t)i * n.hq + h) * n.dv, lse ? lse + (int64_t)i * n.hq + h : 0);
+        }
     }
     free(s);
+    free(kd);
     return 0;
 }
 
