@@ -411,12 +411,40 @@ REF_FN void ref_attn_row_(const ref_attn_params *p, const ref_norm_params_ *n, c
     }
 }
 
+/* One sequence: its q_len query tokens (rows at q, strides q_st and q_sh) against its `used` keys
+   of kv / vv (global length glob: the causal limits of the DCP shard), KV head by KV head, each
+   head's keys and values decoded once. out / lse: the sequence's first row. scratch: ref_scratch_
+   of at least `used` keys. */
+REF_FN void ref_attn_seq_(const ref_attn_params *p, const ref_norm_params_ *n, const ref_kv_view_ *kv,
+                          const ref_kv_view_ *vv, const uint16_t *q, int64_t q_st, int64_t q_sh, int q_len,
+                          int64_t used, int64_t glob, double *scratch, double *out, double *lse) {
+    const int group = n->hq / n->hkv;
+    double *kd = scratch + used + n->dqk, *vd = kd + used * n->dqk;
+    int i, h, kvh;
+    if (q_len <= 0) return;
+    for (kvh = 0; kvh < n->hkv; kvh++) {
+        ref_decode_kv_(p, n, kv, vv, kvh, used, kd, vd);
+        for (i = 0; i < q_len; i++) {
+            int64_t limit = p->causal ? ref_local_len(glob - q_len + i + 1, n->W, n->r, n->I) : used;
+            if (limit > used) limit = used;
+            for (h = kvh * group; h < (kvh + 1) * group; h++)
+                ref_attn_row_(p, n, q + i * q_st + h * q_sh, kd, vd, limit, scratch, out + ((int64_t)i * n->hq + h) * n->dv,
+                              lse ? lse + (int64_t)i * n->hq + h : 0);
+        }
+    }
+}
+/* Scratch of ref_attn_seq_ for sequences of up to len keys (free() it), or NULL. */
+REF_FN double *ref_scratch_(const ref_norm_params_ *n, int64_t len) {
+    if (len < 0) len = 0;
+    return (double *)malloc(sizeof(double) * (size_t)(len + n->dqk + len * (n->dqk + n->dv) + 1));
+}
+
 REF_FN int ref_attn(const ref_attn_params *p, const ref_attn_inputs *in, double *out, double *lse) {
     ref_norm_params_ n;
-    int b, i, h, kvh, group;
+    int b;
     int64_t max_used = 0, bt_stride, q_st, q_sh;
     ref_kv_view_ kv, vv;
-    double *s, *kd = NULL, *vd;
+    double *s;
     if (ref_norm_(p, &n)) return -1;
     if (p->page_size < 1) return ref_fail_("ref: page_size %d", p->page_size);
     if (in->batch < 0) return ref_fail_("ref: batch %d", in->batch);
@@ -457,35 +485,17 @@ REF_FN int ref_attn(const ref_attn_params *p, const ref_attn_inputs *in, double 
     vv.sh = in->v_stride_h ? in->v_stride_h : n.dv;
     vv.st = in->v_stride_t ? in->v_stride_t : n.hkv * vv.sh;
     vv.sp = in->v_stride_page ? in->v_stride_page : p->page_size * vv.st;
-    s = (double *)malloc(sizeof(double) * (size_t)(max_used + n.dqk));
-    kd = (double *)malloc(sizeof(double) * (size_t)(max_used > 0 ? max_used : 1) * (size_t)(n.dqk + n.dv));
-    if (!s || !kd) {
-        free(s);
-        free(kd);
-        return ref_fail_("ref: out of memory");
-    }
-    vd = kd + max_used * n.dqk;
-    group = n.hq / n.hkv;
+    s = ref_scratch_(&n, max_used);
+    if (!s) return ref_fail_("ref: out of memory");
     for (b = 0; b < in->batch; b++) {
-        int q0 = in->cu_seqlens_q[b], q_len = in->cu_seqlens_q[b + 1] - q0;
-        int64_t used = in->seqused_k[b];
-        int64_t glob = in->seqused_k_global ? in->seqused_k_global[b] : used;
-        if (q_len <= 0) continue;
+        const int q0 = in->cu_seqlens_q[b];
+        const int64_t used = in->seqused_k[b];
         kv.bt = vv.bt = in->block_table + b * bt_stride;
-        for (kvh = 0; kvh < n.hkv; kvh++) {
-            ref_decode_kv_(p, &n, &kv, &vv, kvh, used, kd, vd);
-            for (i = 0; i < q_len; i++) {
-                int64_t t = q0 + i;
-                int64_t limit = p->causal ? ref_local_len(glob - q_len + i + 1, n.W, n.r, n.I) : used;
-                if (limit > used) limit = used;
-                for (h = kvh * group; h < (kvh + 1) * group; h++)
-                    ref_attn_row_(p, &n, in->q + t * q_st + h * q_sh, kd, vd, limit, s,
-                                  out + (t * n.hq + h) * n.dv, lse ? lse + t * n.hq + h : 0);
-            }
-        }
+        ref_attn_seq_(p, &n, &kv, &vv, in->q + q0 * q_st, q_st, q_sh, in->cu_seqlens_q[b + 1] - q0, used,
+                      in->seqused_k_global ? in->seqused_k_global[b] : used, s, out + (int64_t)q0 * n.hq * n.dv,
+                      lse ? lse + (int64_t)q0 * n.hq : 0);
     }
     free(s);
-    free(kd);
     return 0;
 }
 
@@ -494,8 +504,7 @@ REF_FN int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const 
     ref_attn_params p1 = *p;
     ref_norm_params_ n;
     ref_kv_view_ kv, vv;
-    double *s, *kd, *vd;
-    int i, h, kvh, group;
+    double *s;
     p1.world = 1;
     p1.rank = 0;
     p1.interleave = 1;
@@ -509,28 +518,10 @@ REF_FN int ref_attn_dense(const ref_attn_params *p, int q_len, int64_t L, const 
     vv.base = v;
     vv.sh = n.dv;
     vv.st = (int64_t)n.hkv * n.dv;
-    s = (double *)malloc(sizeof(double) * (size_t)(L + n.dqk));
-    kd = (double *)malloc(sizeof(double) * (size_t)(L > 0 ? L : 1) * (size_t)(n.dqk + n.dv));
-    if (!s || !kd) {
-        free(s);
-        free(kd);
-        return ref_fail_("ref: out of memory");
-    }
-    vd = kd + L * n.dqk;
-    group = n.hq / n.hkv;
-    for (kvh = 0; kvh < n.hkv; kvh++) {
-        ref_decode_kv_(&p1, &n, &kv, &vv, kvh, L, kd, vd);
-        for (i = 0; i < q_len; i++) {
-            int64_t limit = p1.causal ? L - q_len + i + 1 : L;
-            if (limit < 0) limit = 0;
-            if (limit > L) limit = L;
-            for (h = kvh * group; h < (kvh + 1) * group; h++)
-                ref_attn_row_(&p1, &n, q + ((int64_t)i * n.hq + h) * n.dqk, kd, vd, limit, s,
-                              out + ((int64_t)i * n.hq + h) * n.dv, lse ? lse + (int64_t)i * n.hq + h : 0);
-        }
-    }
+    s = ref_scratch_(&n, L);
+    if (!s) return ref_fail_("ref: out of memory");
+    ref_attn_seq_(&p1, &n, &kv, &vv, q, (int64_t)n.hq * n.dqk, n.dqk, q_len, L, L, s, out, lse);
     free(s);
-    free(kd);
     return 0;
 }
 
