@@ -470,9 +470,9 @@ struct job_pool {
 
 static int g_hnd = 0;          /* --hnd: GQA pages head-major */
 
-/* The strides (elements) of a cache of head dim d: pages token-major, [page][slot][head][d] (vLLM's
-   layout), or with --hnd a GQA cache head-major, [page][head][slot][d] (each head's rows of a page
-   contiguous). */
+/* The strides (elements) of a cache of rows of d elements: pages token-major, [page][slot][head][d]
+   (vLLM's layout), or with --hnd a GQA cache head-major, [page][head][slot][d] (each head's rows of
+   a page contiguous). MLA's V is read from the K rows: its strides are K's (d = Dqk). */
 static void cache_strides(const attn_case *c, int d, int64_t *page, int64_t *t, int64_t *h) {
     *page = (int64_t)c->page * c->Hkv * d;
     *t = g_hnd && !c->mla ? d : (int64_t)c->Hkv * d;
@@ -509,16 +509,9 @@ static void run_ref_job(ref_job &j) {
     in.q_stride_t = (int64_t)c->Hq * c->Dqk;
     in.q_stride_h = c->Dqk;
     cache_strides(c, c->Dqk, &in.k_stride_page, &in.k_stride_t, &in.k_stride_h);
+    cache_strides(c, c->mla ? c->Dqk : c->Dv, &in.v_stride_page, &in.v_stride_t, &in.v_stride_h);
     in.k_cache = j.k + (c->mla ? 0 : (int64_t)(j.h0 / group) * in.k_stride_h);
-    if (c->mla) {
-        in.v_cache = j.k;
-        in.v_stride_h = in.k_stride_h;
-        in.v_stride_t = in.k_stride_t;
-        in.v_stride_page = in.k_stride_page;
-    } else {
-        cache_strides(c, c->Dv, &in.v_stride_page, &in.v_stride_t, &in.v_stride_h);
-        in.v_cache = j.v + (int64_t)(j.h0 / group) * in.v_stride_h;
-    }
+    in.v_cache = c->mla ? j.k : j.v + (int64_t)(j.h0 / group) * in.v_stride_h;
     in.num_pages = j.npages;
     in.block_table = j.bt;
     in.block_table_stride = j.npages;
@@ -785,13 +778,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         a.k_cache = d_k;
         a.v_cache = d_v;
         cache_strides(c, c->Dqk, &a.k_stride_page, &a.k_stride_t, &a.k_stride_h);
-        if (c->mla) {
-            a.v_stride_h = a.k_stride_h;
-            a.v_stride_t = a.k_stride_t;
-            a.v_stride_page = a.k_stride_page;
-        } else {
-            cache_strides(c, c->Dv, &a.v_stride_page, &a.v_stride_t, &a.v_stride_h);
-        }
+        cache_strides(c, c->mla ? c->Dqk : c->Dv, &a.v_stride_page, &a.v_stride_t, &a.v_stride_h);
         a.num_pages = num_pages;
         a.block_table = d_bt;
         a.block_table_stride = bt_stride;
