@@ -99,8 +99,8 @@ template <class Tr> __device__ __forceinline__ void dequant_tile(unsigned raw, u
     constexpr int PIECES = Tr::RAW_E4M3, ITEMS = Tr::KV_TILE * PIECES;
 #pragma unroll
     for (int j = 0; j < ITEMS / Tr::THREADS; ++j) {
-        // (fp8ds: 64 pieces a row, a shift and a mask)
-        const int i = tid + j * Tr::THREADS, r = Tr::FP8DS ? i >> 6 : i / PIECES, c = Tr::FP8DS ? i & 63 : i % PIECES;
+        const unsigned i = tid + j * Tr::THREADS;  // (unsigned: fp8ds's 64 pieces a row are a shift and a mask)
+        const int r = i / PIECES, c = i % PIECES;
         const unsigned row = raw + r * Tr::RAW_ROW;
         unsigned w0, w1, a[4];
         ld_shared_u2(row + c * 8, w0, w1);

@@ -398,6 +398,7 @@ GPU_FN void rank_build(rank_in *ri, const batch_data *bd, int ps, int W, int r, 
     sp.bt_extra_cols = 1;
     sp.bt_fill = 0;
     sp.seed = ref_rand_u64(seed);
+    sp.head_major = (int)(sp.seed >> 7 & 1); /* either page layout, from the page order's seed */
     if (ref_shard_build(&ri->sh, &sp, bd->batch, bd->L, (const uint16_t *const *)bd->k,
                         (const uint16_t *const *)bd->v)) {
         fprintf(stderr, "ref_shard_build: %s\n", ref_error());

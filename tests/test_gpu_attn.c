@@ -106,11 +106,11 @@ static void describe(char *buf, size_t n, const char *what, const batch_data *bd
     size_t len;
     int b;
     len = (size_t)snprintf(buf, n,
-                           "%s %s%s d%d g%d hkv%d ps%d %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d scale %g%s "
+                           "%s %s%s d%d g%d hkv%d ps%d%s %s W%d r%d I%d splits %d->%d lse %s pad %d extra_rows %d scale %g%s "
                            "max_q_len %d B%d q_len/L/local",
                            what, dt_name(bd->dtype),
                            bd->kv_dtype == DCPATTN_FP8_E4M3 ? (bd->per_head ? " kv e4m3 per-head" : " kv e4m3") : "",
-                           bd->d, bd->hq / bd->hkv, bd->hkv, ri->ps,
+                           bd->d, bd->hq / bd->hkv, bd->hkv, ri->ps, ri->sh.k_stride_t == bd->d && bd->hkv > 1 ? " head-major" : "",
                            rc->causal ? "causal" : "non-causal", ri->W, ri->r, ri->I, rc->splits, splits_used,
                            rc->lse_base2 == 2 ? "NULL" : rc->lse_base2 ? "base2" : "natural", ri->pad, rc->extra_rows,
                            rc->scale != 0 ? (double)rc->scale : 1.0 / sqrt((double)bd->d), rc->no_global ? " seqused_k_global NULL" : "", bd->max_q,

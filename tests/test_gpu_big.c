@@ -195,8 +195,8 @@ static void big_case(const bcase *c) {
         a.k_cache = pool;
         a.v_cache = pool + BLOCK;
         a.k_stride_page = a.v_stride_page = STRIDE;
-        a.k_stride_t = a.v_stride_t = (int64_t)HKV * D;
-        a.k_stride_h = a.v_stride_h = D;
+        a.k_stride_t = a.v_stride_t = ri.sh.k_stride_t; /* the shard's page layout, either order */
+        a.k_stride_h = a.v_stride_h = ri.sh.k_stride_h;
         a.num_pages = pool_pages;
         a.block_table = d_bt;
         out_args(&a, &o);
