@@ -16,7 +16,7 @@ sass_compile sass_diff tree "" $NAMES
 for side in rev tree; do
     mkdir -p "$T/sass-$side"
     for f in "$T/elf-$side"/*.elf; do
-        "$CUO" -sass "$f" | grep -E '^\s+/\*[0-9a-f]{4}\*/' |
+        "$CUO" -sass "$f" | grep -E '^\s+/\*[0-9a-f]{4,}\*/' |
             sed 's|/\* 0x[0-9a-f]* \*/||; s|^\s*/\*[0-9a-f]*\*/||' > "$T/sass-$side/$(basename "$f" .elf).sass"
     done
 done
