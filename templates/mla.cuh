@@ -446,19 +446,19 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
             const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
 #pragma unroll
             for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
-                cp_async16(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
+                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
             if constexpr (Tr::SCALED) {
-                if (h == 0) cp_async16(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
                 const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
                     const int j = 4 * h + i;
-                    cp_async16(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
                 }
             } else {
 #pragma unroll
                 for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
-                    cp_async16(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16, row + 16 * (32 + 2 * h + i), 16);
+                    cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16, row + 16 * (32 + 2 * h + i), 16);
             }
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)

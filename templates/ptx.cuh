@@ -14,10 +14,18 @@ __device__ __forceinline__ unsigned smem_u32(const void *p) {
     return r;
 }
 
-// 16-byte async copy; src_bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
+// 16-byte async copy; src_bytes = 0 writes zeros and reads nothing. L2_FETCH 128: L2 brings in the
+// whole aligned 128-byte line around src at once (gathered rows, whose next copies read the rest
+// of the line: the sparse MLA gather 0.6-1.5 % faster; with 256 bytes the contiguous GQA stream
+// lost 3-5 %, docs/performance.md).
+template <int L2_FETCH = 0> __device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+    static_assert(L2_FETCH == 0 || L2_FETCH == 128, "L2_FETCH: 0 or 128");
+    if constexpr (L2_FETCH == 128)
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                     : "memory");
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                     : "memory");
 }
 // The same copy, or 16 zero bytes where !ok (src is then not read; keep it a valid address).
 __device__ __forceinline__ void cp_async16_or_zero(unsigned dst, const void *src, bool ok) {
