@@ -979,6 +979,8 @@ typedef struct dcpattn__variant {
     dcpattn__CUmodule module;
     dcpattn__CUfunction fn;
     dcpattn__CUfunction fn_balanced; /* MLA: NAME_balanced, the balanced schedule's kernel */
+    dcpattn__CUfunction fn_balanced_stacked; /* GQA, FP8 wgmma tile: NAME_balanced_stacked, the
+                                               same for plans of at most rows / 2 rows a KV head */
     int threads, smem, rows, kv_tile, items;
     int cluster_splits; /* attention: most splits its kernel merges inside a cluster (0: none) */
     int row_list;       /* sparse: its CTAs keep their kept rows in the workspace (8 bytes an id) */
@@ -1816,6 +1818,9 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
                 snprintf(bname, sizeof bname, "%s_balanced", name);
                 if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced, v.module, bname) != 0)
                     v.fn_balanced = NULL;
+                snprintf(bname, sizeof bname, "%s_balanced_stacked", name);
+                if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced_stacked, v.module, bname) != 0)
+                    v.fn_balanced_stacked = NULL;
             }
             if (!s && v.smem > ctx->limits.smem_per_block) {
                 if (v.smem > ctx->limits.smem_per_block_optin)
@@ -1828,6 +1833,10 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
                     s = dcpattn__cu_check(
                         dcpattn__cu.FuncSetAttribute(v.fn_balanced, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
                         "cuFuncSetAttribute (balanced)");
+                if (!s && v.fn_balanced_stacked)
+                    s = dcpattn__cu_check(
+                        dcpattn__cu.FuncSetAttribute(v.fn_balanced_stacked, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
+                        "cuFuncSetAttribute (balanced, stacked)");
             }
             if (!s && !v.registers) {
                 /* PTX (a virtual arch): ptxas ran in the driver, which knows what it used */
@@ -3288,7 +3297,11 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
         kp.workers = dcpattn__run_workers(plan->workers, (int64_t)a.batch * (mla ? 1 : plan->row_tiles));
-        return dcpattn__launch_fn(plan->attn, plan->attn->fn_balanced, (unsigned)kp.workers,
+        /* the FP8 wgmma tile's stacked kernel where no row tile can hold more than rows / 2 rows */
+        const int stacked = plan->attn->fn_balanced_stacked &&
+                            (int64_t)d->max_q_len * (d->num_q_heads / d->num_kv_heads) <= plan->attn->rows / 2;
+        return dcpattn__launch_fn(plan->attn, stacked ? plan->attn->fn_balanced_stacked : plan->attn->fn_balanced,
+                                  (unsigned)kp.workers,
                                   mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
                                   stream, "attention launch (balanced)");
     }

@@ -83,7 +83,12 @@
 // a tile. The conversions and the gather, half of a tile's instructions,
 // leave the chain of wgmmas and softmax, and each SM issues from four warpgroups. k_scale
 // joins the softmax scale, v_scale multiplies O before the epilogue; both are read from
-// device memory by the kernel.
+// device memory by the kernel. A segment of at most 32 rows (q_len x group <= 32, or the last
+// row tile of a KV head) is stacked: row r's hi and lo parts take rows 16 (r / 8) + r % 8 and
+// that + 8 of one e4m3 tile, the two rows one thread's fragments hold, so S is one pass of k32
+// steps instead of two and the thread adds its two halves (fold_stacked; rows 32-63 of the
+// 64-row tile would be zeros). Softmax, PV and the epilogue run as for 64 rows, both fragment
+// rows of a thread carrying the same row (G1F, G2F at q_len 4: 4-5 % faster).
 //
 // Dynamic shared memory (bytes), as the generator computes it:
 //     STAGES*KV_TILE*2*HEAD_DIM*2 + M_TILE*HEAD_DIM*2 (+ 1024 alignment slack on the wgmma path)
@@ -322,8 +327,10 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // hi + lo is then exact for a bf16 element down to 2^-9 of the largest (hi keeps 4 of its 8
 // significant bits, lo the other 4), for fp16 to 2^-8 of itself; below that it is off by at
 // most 2^-17 of the largest. Returns 2^e, by which the scores are then scaled. Ends with the tiles
-// visible to every thread and to wgmma.
-template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, int tid, int lane) {
+// visible to every thread and to wgmma. STACKED (at most M_TILE / 2 rows, the rest zero): one
+// tile at sQ, row r's hi at stacked_row(r) and its lo 8 rows below.
+__device__ __forceinline__ int stacked_row(int r) { return 16 * (r >> 3) + (r & 7); }
+template <class Tr, bool STACKED> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, int tid, int lane) {
     using T = typename Tr::T;
     constexpr int ITEMS = Tr::M_TILE * Tr::CHUNKS, MINE = ITEMS / Tr::THREADS;
     static_assert(ITEMS % Tr::THREADS == 0, "Q tile: whole chunks a thread");
@@ -344,9 +351,11 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
 #pragma unroll
         for (int k = 0; k < 4; ++k)
             f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        const unsigned a = sQ + g_piece<Tr>(r, c);
+        if (STACKED && r >= Tr::M_TILE / 2) continue;
+        const unsigned a = sQ + g_piece<Tr>(STACKED ? stacked_row(r) : r, c);
+        const unsigned b = STACKED ? sQ + g_piece<Tr>(stacked_row(r) + 8, c) : a + Tr::Q8_BYTES;
         st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
-        st_shared_u2(a + Tr::Q8_BYTES, lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
+        st_shared_u2(b, lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
     }
     fence_proxy_async();  // -> visible to wgmma
     __syncthreads();
@@ -567,8 +576,9 @@ __device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const Gq
 // a little closer to 0), each step losing bits in proportion to the sum so far: a score carries
 // an error of about 2^-13 of its size (G1F, G2F: LSE 1-4e-4 below the reference, within the
 // FP8 floor of docs/contract.md 10). The lo tile's steps go first, while the sum is small (hi
-// first measured no different, docs/performance.md).
-template <class Tr>
+// first measured no different, docs/performance.md). STACKED: the one stacked tile at dq (its
+// rows' hi and lo parts, each summed on its own; fold_stacked adds them).
+template <class Tr, bool STACKED>
 __device__ __forceinline__ void scores_issue_e4m3(float (&s)[Tr::NW / 8][4], unsigned long long dq,
                                                   unsigned long long dk0, unsigned stage_off) {
     float(&sf)[Tr::NW / 2] = reinterpret_cast<float(&)[Tr::NW / 2]>(s);
@@ -576,12 +586,21 @@ __device__ __forceinline__ void scores_issue_e4m3(float (&s)[Tr::NW / 8][4], uns
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
-    for (int h = 1; h >= 0; --h)  // lo, then hi
+    for (int h = STACKED ? 0 : 1; h >= 0; --h)  // lo, then hi
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 32; ++kk)
             wgmma_ss_n64<e4m3>(sf, desc_at(add_at(qlo, (h * Tr::Q8_BYTES + kk * 32) >> 4), qhi),
-                               desc_at(add_at(lo, (stage_off + kk * 32) >> 4), hi), h == 0 || kk > 0);
+                               desc_at(add_at(lo, (stage_off + kk * 32) >> 4), hi), kk > 0 || (h == 0 && !STACKED));
     wgmma_commit();
+}
+// Stacked rows: each row's score is its hi row's plus its lo row's (s[n][0, 1] and s[n][2, 3] of
+// this thread); both halves take it.
+template <class Tr> __device__ __forceinline__ void fold_stacked(float (&s)[Tr::NW / 8][4]) {
+#pragma unroll
+    for (int n = 0; n < Tr::NW / 8; ++n) {
+        s[n][0] = s[n][2] = s[n][0] + s[n][2];
+        s[n][1] = s[n][3] = s[n][1] + s[n][3];
+    }
 }
 // Stage "PV": O += P V, P's A fragments (a) from the scores s, V the tile at dv0 + stage_off.
 template <class Tr>
@@ -667,6 +686,29 @@ __device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], con
     }
 }
 
+// PRODUCER: the math warpgroup's tiles, in step with the producer's loop (gqa_segment): S on
+// e4m3 wgmma (STACKED: the segment's rows stacked, then folded), the softmax (softmax_stage of
+// gqa_segment), PV from the fp16 V tile t % 2, one barrier with the producer a tile.
+template <class Tr, bool STACKED, class Softmax>
+__device__ __forceinline__ void producer_math_tiles(float (&o)[Tr::D / 8][4], Softmax &softmax_stage,
+                                                    unsigned long long dq, unsigned long long dk8,
+                                                    unsigned long long dvt, int kv_begin, int n_tiles) {
+    constexpr int NW = Tr::NW, D = Tr::D;
+    for (int t = 0; t < n_tiles; ++t) {
+        const int ts = kv_begin + t * Tr::KV_TILE;
+        float s[NW / 8][4];
+        scores_issue_e4m3<Tr, STACKED>(s, dq, dk8, (t % Tr::STAGES) * Tr::G_TILE_BYTES);
+        wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
+        if constexpr (STACKED) fold_stacked<Tr>(s);
+        softmax_stage(s, ts);
+        unsigned a[NW / 16][4];
+        pv_issue<Tr>(o, a, s, dvt, (t & 1) * Tr::TILE_BYTES);
+        wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
+        fence_regs(a);
+        nbar_sync_apart<2, Tr::THREADS>();  // tile t computed; tile t + 1 ready
+    }
+}
+
 // Stage "epilogue", first half: this warp's state of rows r_lo and r_hi into shared memory, m and
 // l at [wn][row] of sm_m and sm_l ([WARPS_N][M_TILE]), O at [wn][row] of red ([WARPS_N][M_TILE][D],
 // 8-float chunks XOR-swizzled by row % 4).
@@ -704,9 +746,10 @@ __device__ __forceinline__ void stash_state(float *sm_m, float *sm_l, float *red
 // A partial state is the normalized O in fp32 and the base-2 LSE, as the merge kernel reads it.
 // sm: the kernel's dynamic shared memory, aligned by the caller (align_smem; the wgmma path's
 // swizzle atoms need a 1024-byte aligned base).
-template <class Tr, bool BAL>
+template <class Tr, bool BAL, bool STACKED>
 __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const GqaCta<Tr> &cta, int kvh,
                                             long long part_row0, const AttnSmem sm) {
+    static_assert(!STACKED || Tr::PRODUCER, "stacked rows: the FP8 producer tile only");
     using namespace gqa_detail;
     using T = typename Tr::T;
     constexpr int D = Tr::D, GROUP = Tr::GROUP, M_TILE = Tr::M_TILE, KV_TILE = Tr::KV_TILE;
@@ -736,7 +779,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 
     // ---- per-thread rows and state ----
     const int g = lane >> 2, q4 = lane & 3;
-    const int r_lo = wm * 16 + g, r_hi = r_lo + 8;  // the two rows of this thread's fragments
+    // this thread's fragment rows (STACKED: both carry row wm * 8 + g, top of this file)
+    const int r_lo = STACKED ? wm * 8 + g : wm * 16 + g, r_hi = STACKED ? r_lo : r_lo + 8;
     const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
     const bool warp_active = row0 + wm * 16 < nrows;
     const int fx = chunk_xor<CHUNKS>(lane & 7);  // swizzle of every ldmatrix row of this lane
@@ -757,7 +801,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     if (Tr::PRODUCER && !producer) cp_async_wait<0>();  // the Q group
     else cp_async_wait<AHEAD>();                         // the Q group
     __syncthreads();
-    if constexpr (Tr::PRODUCER) scale *= q_tile_to_e4m3<Tr>(sQ, tid, lane);
+    if constexpr (Tr::PRODUCER) scale *= q_tile_to_e4m3<Tr, STACKED>(sQ, tid, lane);
     else if constexpr (Tr::FP8 && !same_type<T, fp16>) scale *= q_tile_to_fp16<Tr>(sQ, tid, lane);
     load_q_frags<Tr>(qf, qa, sQ, wm, lane, g, q4);
     // FRAG8 operand rows: K, this lane's key g of each 8 (chunk pair 2*blk + c / 2, half c % 2);
@@ -816,18 +860,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             const unsigned long long dq = sw128_desc(sQ, 16, 1024), dk8 = sw128_desc(sGK, 16, 1024);
             const unsigned long long dvt = sw128_desc(sK, KV_BLOCK, 1024);
             nbar_sync_apart<2, THREADS>();  // (the producer's first step)
-            for (int t = 0; t < n_tiles; ++t) {
-                const int ts = kv_begin + t * KV_TILE;
-                float s[NW / 8][4];
-                scores_issue_e4m3<Tr>(s, dq, dk8, (t % STAGES) * Tr::G_TILE_BYTES);
-                wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
-                softmax_stage(s, ts);
-                unsigned a[NW / 16][4];
-                pv_issue<Tr>(o, a, s, dvt, (t & 1) * Tr::TILE_BYTES);
-                wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
-                fence_regs(a);
-                nbar_sync_apart<2, THREADS>();  // tile t computed; tile t + 1 ready
-            }
+            producer_math_tiles<Tr, STACKED>(o, softmax_stage, dq, dk8, dvt, kv_begin, n_tiles);
             setmaxnreg_dec<128>();
         }
     } else {
@@ -924,7 +957,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int R = row0 + (half ? r_hi : r_lo);
-            if (R >= nrows) continue;
+            if (R >= nrows || (STACKED && half)) continue;  // (STACKED: r_hi = r_lo)
             const float l = half ? l_hi : l_lo, inv = sum_inv(l);
             const float lse2 = row_lse2(half ? m_hi : m_lo, l);
             const AttnRowOut out = cta.row_out(kvh * GROUP, R);
@@ -1026,18 +1059,26 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #endif
 }
 
-// One (sequence, split) x KV head blockIdx.y x row tile blockIdx.z per CTA.
+// One (sequence, split) x KV head blockIdx.y x row tile blockIdx.z per CTA; on the FP8 producer
+// tile, one of at most M_TILE / 2 rows runs stacked (top of this file).
 template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char gqa_smem_raw[];
     GqaCta<Tr> cta(p);
     if (cta.empty()) return;
     cta.find_keys();
-    gqa_segment<Tr, false>(p, cta, blockIdx.y, 0, align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw));
+    const AttnSmem sm = align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw);
+    if constexpr (Tr::PRODUCER)
+        if (cta.nrows - cta.row0 <= Tr::M_TILE / 2) return gqa_segment<Tr, false, true>(p, cta, blockIdx.y, 0, sm);
+    gqa_segment<Tr, false, false>(p, cta, blockIdx.y, 0, sm);
 }
 
 // The balanced schedule (p.workers > 0; grid p.workers x KV heads): worker blockIdx.x runs the
 // pieces of its equal share of the batch's units (templates/sched.cuh) for KV head blockIdx.y.
-template <class Tr> __device__ __forceinline__ void gqa_decode_balanced(const dcpattn_attn_kparams &p) {
+// STACKED (the FP8 producer tile's NAME_balanced_stacked, which the host launches where the
+// plan's max_q_len x GROUP <= M_TILE / 2): every segment's rows stacked (top of this file); a
+// kernel of its own, because one that chose per segment spilled in its tile loops.
+template <class Tr, bool STACKED = false> __device__ __forceinline__ void gqa_decode_balanced(const dcpattn_attn_kparams &p) {
+    static_assert(!STACKED || Tr::PRODUCER, "stacked rows: the FP8 producer tile only");
     extern __shared__ __attribute__((aligned(1024))) unsigned char gqa_smem_raw[];
     // The segments' shared memory and tile count, in the forms in which ptxas keeps the tile
     // loops' counter, stage offsets and wgmma descriptors in uniform registers (as in the
@@ -1054,7 +1095,8 @@ template <class Tr> __device__ __forceinline__ void gqa_decode_balanced(const dc
         GqaCta<Tr> cta(p, sched.b, 0, sched.z);
         const long long part_row0 = sched.keys(cta, kvh);
         cta.n_tiles = __shfl_sync(0xffffffffu, cta.n_tiles, 0);
-        gqa_segment<Tr, true>(p, cta, kvh, part_row0, sm);
+        if (STACKED && cta.nrows - cta.row0 > Tr::M_TILE / 2) __trap();  // (the host's rule broken)
+        gqa_segment<Tr, true, STACKED>(p, cta, kvh, part_row0, sm);
         if (part_row0 >= 0)
             sched.template finish_cut<typename Tr::T, Tr::D>(p, cta, kvh, gqa_smem_raw);
         if (!sched.next(p)) break;

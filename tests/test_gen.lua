@@ -464,7 +464,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     local fake = {
         ["templates/merge_inst.cu"] = "#include \"dcpattn_abi.h\"\n${NAME} ${IN_T} ${OUT_T} ${THREADS} ${ITEMS}\n",
         ["templates/gqa_inst.cu"] = "#include \"dcpattn_abi.h\"\n"
-            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA} ${SMEM}\n",
+            .. "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${STAGES} ${WGMMA} ${STACKED_KERNEL} ${SMEM}\n",
     }
     local function read(p) return fake[p], fake[p] == nil and (p .. ": no such file") or nil end
     local src, meta = dcpattn.render("merge_fp32_bf16", { read = read, abi = ABI })
@@ -475,7 +475,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     end
     src, meta = dcpattn.render("gqa_fp16_d128_g8_m16", { read = read, abi = ABI })
     if check(src, "gqa render: %s", tostring(meta)) then
-        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false 102400\n", 1, true),
+        check(find(src, "\ngqa_fp16_d128_g8_m16 dcpattn::fp16 dcpattn::fp16 128 8 16 128 64 3 false 0 102400\n", 1, true),
             "gqa bindings")
         check(meta.kernel == "gqa_fp16_d128_g8_m16" and meta.family == "gqa" and meta.rows == 16
             and meta.threads == 128 and meta.template == "templates/gqa_inst.cu", "gqa meta")
@@ -486,13 +486,14 @@ do -- families through dcpattn.render, on fake instance templates that use every
         "gqa d256 m64 meta")
     -- the wgmma tile (M64, D 128): bound true, three stages, 1024 bytes of alignment slack
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true 115712\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_d128_g8_m64 dcpattn::bf16 dcpattn::bf16 128 8 64 128 64 3 true 0 115712\n", 1, true)
         and meta.smem == 3 * 64 * 256 * 2 + 64 * 128 * 2 + 1024, "gqa wgmma bindings and smem %s", tostring(meta and meta.smem))
     -- FP8 cache on the wgmma tile: 256 threads (the producer warpgroup), four e4m3 stages (1 byte
-    -- per element) and two converted V tiles; on mma.sync tiles the fragments come from the e4m3
-    -- stages, nothing converted
+    -- per element) and two converted V tiles, and the stacked balanced kernel (STACKED_KERNEL 1,
+    -- that tile's alone); on mma.sync tiles the fragments come from the e4m3 stages, nothing
+    -- converted
     src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m64", { read = read, abi = ABI })
-    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 256 64 4 true 115712\n", 1, true)
+    check(src and find(src, "\ngqa_bf16_kve4m3_d128_g8_m64 dcpattn::bf16 dcpattn::e4m3 128 8 64 256 64 4 true 1 115712\n", 1, true)
         and meta.smem == 4 * 64 * 256 + 2 * 64 * 128 * 2 + 64 * 128 * 2 + 1024 and meta.kv_dtype == "e4m3"
         and meta.threads == 256, "gqa FP8 bindings and smem %s", tostring(meta and meta.smem))
     src, meta = dcpattn.render("gqa_bf16_kve4m3_d128_g8_m16", { read = read, abi = ABI })
@@ -505,7 +506,7 @@ do -- families through dcpattn.render, on fake instance templates that use every
     check(src and meta.kernel == "merge_bf16_bf16", "render a spec table")
 
     -- an instance template that forgets a binding
-    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${WGMMA} ${SMEM}\n"
+    fake["templates/gqa_inst.cu"] = "${NAME} ${T} ${KV_T} ${HEAD_DIM} ${GROUP} ${M_TILE} ${THREADS} ${KV_TILE} ${WGMMA} ${STACKED_KERNEL} ${SMEM}\n"
     src, meta = dcpattn.render("gqa_bf16_d128_g8_m16", { read = read, abi = ABI })
     check(not src and is_error(meta, "templates/gqa_inst.cu:1") and find(meta, "STAGES", 1, true),
         "unused binding through render: %s", tostring(meta))

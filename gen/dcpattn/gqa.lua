@@ -130,6 +130,7 @@ local function traits(spec)
     if kvsize ~= esize and not frag8 then smem = smem + kv_tile * (2 * d) * esize end
     return {
         wgmma = wgmma,
+        producer = producer,
         threads = threads,
         kv_tile = kv_tile,
         stages = stages,
@@ -147,6 +148,8 @@ function M.bindings(spec, name)
         KV_TILE = t.kv_tile,
         STAGES = t.stages,
         WGMMA = t.wgmma and "true" or "false",
+        -- the FP8 producer tile's kernel NAME_balanced_stacked (templates/gqa.cuh)
+        STACKED_KERNEL = t.producer and 1 or 0,
         SMEM = t.smem,
     })
 end
