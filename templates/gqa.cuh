@@ -6,7 +6,8 @@
 // Two kernels run segments (entries at the end of this file): gqa_decode, one CTA per
 // (sequence, split) x KV head x row tile; gqa_decode_balanced, the balanced schedule
 // (attn.cuh, AttnSchedule): a CTA per worker and KV head runs the segments of its equal share
-// of the batch's work, and the pieces of a job cut between workers are merged by the last one.
+// of the batch's work, and the pieces of a job cut between workers are merged by the last one
+// (the FP8 wgmma tile: a third instance of it, every segment's rows stacked, see FP8 below).
 //
 // Stages of a segment (gqa_segment), by name (gqa_detail:: here, attn.cuh for the shared ones):
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), then,
@@ -21,7 +22,8 @@
 //                   loop of gqa_segment
 //     scores        scores_step (S = Q K^T, raw, on mma.sync or wgmma); FRAG8:
 //                   scores_step_frag8 (K fragments from the e4m3 stage); PRODUCER:
-//                   scores_issue_e4m3 (e4m3 wgmma on the K stage)
+//                   scores_issue_e4m3 (e4m3 wgmma on the K stage; stacked rows: then
+//                   fold_stacked), in the math warpgroup's producer_math_tiles
 //     mask          mask_scores (attn.cuh; mask_key per score), on tiles that reach a limit
 //     softmax       online_softmax_step (attn.cuh; row_max, exp_scores), scale_rows of O where
 //                   a row max of the warp moved
