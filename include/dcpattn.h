@@ -978,7 +978,7 @@ typedef struct dcpattn__variant {
     char *name;
     dcpattn__CUmodule module;
     dcpattn__CUfunction fn;
-    dcpattn__CUfunction fn_balanced; /* MLA: NAME_balanced, the balanced schedule's kernel */
+    dcpattn__CUfunction fn_balanced; /* MLA, GQA: NAME_balanced, the balanced schedule's kernel */
     dcpattn__CUfunction fn_balanced_stacked; /* GQA, FP8 wgmma tile: NAME_balanced_stacked, the
                                                same for plans of at most rows / 2 rows a KV head */
     int threads, smem, rows, kv_tile, items;
@@ -2502,6 +2502,7 @@ struct dcpattn_attn_plan {
     int num_splits, row_tiles;
     int cluster; /* the num_splits CTAs of a row tile form a cluster and merge in it */
     int workers; /* the balanced schedule's workers (0: none; see dcpattn_attn_workers) */
+    dcpattn__CUfunction fn_balanced; /* its kernel: the variant's fn_balanced, or fn_balanced_stacked */
     size_t flags_offset; /* balanced: where its words start (after the pieces' states) */
     size_t workspace_bytes, part_offset_lse;
     dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
@@ -3157,6 +3158,10 @@ dcpattn_status dcpattn_attn_plan_create(dcpattn_context *ctx, const dcpattn_attn
         p->row_tiles = (int)(((int64_t)p->d.max_q_len * group + p->attn->rows - 1) / p->attn->rows);
         per_sm = dcpattn__ctas_per_sm(&ctx->limits, p->attn);
         p->workers = dcpattn__balance_workers(&p->d, num_sms, per_sm, p->row_tiles, p->attn);
+        /* the FP8 wgmma tile's stacked kernel where no row tile can hold more than rows / 2 rows */
+        p->fn_balanced = p->attn->fn_balanced_stacked && (int64_t)p->d.max_q_len * group <= p->attn->rows / 2
+                             ? p->attn->fn_balanced_stacked
+                             : p->attn->fn_balanced;
         p->num_splits = p->workers ? 1
                         : p->d.num_splits > 0 ? p->d.num_splits
                                               : dcpattn__auto_splits(&p->d, num_sms, per_sm, p->row_tiles, p->attn);
@@ -3289,7 +3294,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
         const int mla = dcpattn__is_mla(d);
-        if (!plan->attn->fn_balanced)
+        if (!plan->fn_balanced)
             return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_run: %s has no balanced-schedule kernel",
                                  plan->attn->name);
         kp.o_part = (float *)workspace;
@@ -3297,11 +3302,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
         kp.workers = dcpattn__run_workers(plan->workers, (int64_t)a.batch * (mla ? 1 : plan->row_tiles));
-        /* the FP8 wgmma tile's stacked kernel where no row tile can hold more than rows / 2 rows */
-        const int stacked = plan->attn->fn_balanced_stacked &&
-                            (int64_t)d->max_q_len * (d->num_q_heads / d->num_kv_heads) <= plan->attn->rows / 2;
-        return dcpattn__launch_fn(plan->attn, stacked ? plan->attn->fn_balanced_stacked : plan->attn->fn_balanced,
-                                  (unsigned)kp.workers,
+        return dcpattn__launch_fn(plan->attn, plan->fn_balanced, (unsigned)kp.workers,
                                   mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
                                   stream, "attention launch (balanced)");
     }

@@ -335,6 +335,7 @@ int main(void) {
                 ctx->compile_only = 0;
                 mp->attn->fn = fake_fn;
                 mp->attn->fn_balanced = fake_balanced;
+                mp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
                 ma.v_cache = ma.k_cache;
                 ma.out_stride_h = 0;
                 want = (size_t)w * rt * (33 * 256 * 16 + 64);
@@ -442,6 +443,7 @@ int main(void) {
             ctx->compile_only = 0;
             gp->attn->fn = fake_fn;
             gp->attn->fn_balanced = fake_balanced;
+            gp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
             CHECK(w > 1 && dcpattn_attn_num_splits(gp) == 1 && dcpattn_attn_workspace_size(gp) == want,
                   "GQA balanced: %d workers, workspace %zu (want %zu)", w, dcpattn_attn_workspace_size(gp), want);
             for (i = 0; i < 2; i++) {
