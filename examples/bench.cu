@@ -612,7 +612,9 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     /* a batch that starts with a short sequence and ends with the longest: the two validated */
     const int group = c->Hq / c->Hkv, ppseq = (c->S + c->page - 1) / c->page, extra = 64;
     const int64_t num_pages = (int64_t)c->B * ppseq + extra, bt_stride = ppseq + 1;
-    const int64_t k_page = (int64_t)c->page * c->Hkv * c->Dqk, v_page = (int64_t)c->page * c->Hkv * c->Dv;
+    int64_t k_page, v_page, unused_t, unused_h; /* elements a page: the caches' page strides */
+    cache_strides(c, c->Dqk, &k_page, &unused_t, &unused_h);
+    cache_strides(c, c->Dv, &v_page, &unused_t, &unused_h);
     const int nval = c->B > 1 ? 2 : 1;
     const int vseq[2] = {0, c->B - 1};
     void *d_k = NULL, *d_v = NULL;

@@ -74,28 +74,28 @@
 // Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
 // sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
 // token's top-k keys in DeepSeek's FP8 cache (SCALED, 656-byte rows: 512 e4m3 values, 4 fp32
-// scales, 64 bf16 RoPE values) or in rows of 576 e4m3 bytes with per-tensor scales. One CTA = one query token x 64 heads
-// (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len return; SparseCta), 384
-// threads: the two math warpgroups and a producer warpgroup. First the stage "select" of
-// sparse.cuh, by all 384: the cache offsets of the token's kept ids into this CTA's part of the
-// workspace (p.topk_rows); every row sees every kept key. Then the producer hands most of its
-// registers to the math warpgroups (setmaxnreg: 40 against their 232) and gathers every tile
-// (sparse_gather): 64 kept rows by 16-byte cp.async where TMA puts a dense FP8 tile (the e4m3
+// scales, 64 bf16 RoPE values) or in rows of 576 e4m3 bytes with per-tensor scales. One CTA = one
+// query token x 64 heads (grid batch*max_q_len x ceil(Hq / 64), slots past a sequence's q_len
+// return; SparseCta), 384 threads: the two math warpgroups and a producer warpgroup. First the
+// stage "select" of sparse.cuh, by all 384: the cache offsets of the token's kept ids into this
+// CTA's part of the workspace (p.topk_rows); every row sees every kept key. Then the producer hands
+// most of its registers to the math warpgroups (setmaxnreg: 40 against their 232) and gathers every
+// tile (sparse_gather): 64 kept rows by 16-byte cp.async where TMA puts a dense FP8 tile (the e4m3
 // values as raw blocks 0-7, the RoPE chunks straight into 16-bit block 8, swizzled, the scales to
 // scales_at(stage): stage 0 a buffer of its own, stage 1 P1, free from warpgroup 0's PV of the
-// stage's last tile until warpgroup 1's next store_p, which follows its conversion), one
-// mbarrier per stage, on which each producer thread arrives once its copies of the tile have
-// landed and been fenced for the async proxy (wgmma reads the RoPE block as it landed). It
-// gathers tile t into stage s as soon as warpgroup 0 is done with the bytes there (raw_free[s]:
-// one arrival from each of its warps, after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1)
-// V(t1) for stage 1, which follows warpgroup 1's S of t1); warpgroup 1's V half (blocks 4-7) is
-// not touched by the gather, and the conversion of the stage waits for warpgroup 1 as for a dense
-// FP8 tile (barrier 4, or its own order). SCALED: convert_tile makes each value bf16(e4m3 *
-// scale), the MMAs multiply bf16, no k_scale / v_scale. Rows of e4m3 with per-tensor scales: the
-// RoPE bytes go to raw block 8 like the rest, and the tile is converted, scaled and multiplied as
-// a dense FP8 tile (fp16, k_scale, v_scale). The head's sink (rank 0) joins the row in the
-// epilogue. Named barriers: 1 the math warpgroups' (math_sync), 5 "Q's rope block is read" (the
-// producer then gathers tile 1, whose scales go to P1).
+// stage's last tile until warpgroup 1's next store_p, which follows its conversion), one mbarrier
+// per stage, on which each producer thread arrives once its copies of the tile have landed and been
+// fenced for the async proxy (wgmma reads the RoPE block as it landed). It gathers tile t into
+// stage s as soon as warpgroup 0 is done with the bytes there (raw_free[s]: one arrival from each
+// of its warps, after its PV of t - 2: P(t0) V(t0) for stage 0, P(t1) V(t1) for stage 1, which
+// follows warpgroup 1's S of t1); warpgroup 1's V half (blocks 4-7) is not touched by the gather,
+// and the conversion of the stage waits for warpgroup 1 as for a dense FP8 tile (barrier 4, or its
+// own order). SCALED: convert_tile makes each value bf16(e4m3 * scale), the MMAs multiply bf16, no
+// k_scale / v_scale. Rows of e4m3 with per-tensor scales: the RoPE bytes go to raw block 8 like the
+// rest, and the tile is converted, scaled and multiplied as a dense FP8 tile (fp16, k_scale,
+// v_scale). The head's sink (rank 0) joins the row in the epilogue. Named barriers: 1 the math
+// warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
+// scales go to P1).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -329,9 +329,10 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // later).
 // Sparse: the stage's one mbarrier (bars) brings the whole raw tile. SCALED: raw blocks 0-7, the
 // rows' scales at sc (16 bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8
-// already in bf16; a value becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16, then one rounding of its
-// product with the scale split in two bf16 halves (bf16x2_scale); the scales of a piece's row are
-// read once per two blocks. Block 8 is read by wgmma as the producer landed it (see sparse_gather).
+// already in bf16; a value becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16,
+// then one rounding of its product with the scale split in two bf16 halves (bf16x2_scale); the
+// scales of a piece's row are read once per two blocks. Block 8 is read by wgmma as the producer
+// landed it (see sparse_gather).
 template <class Tr>
 __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigned sc, unsigned par, int valid, int wg,
                                              int tw) {
@@ -458,7 +459,8 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
             } else {
 #pragma unroll
                 for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
-                    cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16, row + 16 * (32 + 2 * h + i), 16);
+                    cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
+                                    row + 16 * (32 + 2 * h + i), 16);
             }
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
