@@ -540,6 +540,14 @@ static const acase FP8_CASES[] = {
     {.what = "fp8", .dtype = DCPATTN_FP16, .d = 256, .group = 1, .hkv = 8, .ps = 16, .causal = 0, .W = 1, .I = 1,
      .rank = 0, .batch = 3, .qlen_max = 2, .L_min = 16, .L_max = 400,
      .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 2},
+    /* at most 32 rows a KV head on the 64-row tile (sm_90a): stacked into one S pass, by the
+       balanced schedule's own kernel (max_q_len x group <= 32) or per CTA (per-sequence split) */
+    {.what = "fp8 stacked rows", .dtype = DCPATTN_BF16, .d = 128, .group = 16, .hkv = 2, .ps = 64, .causal = 1,
+     .W = 8, .I = 16, .rank = -1, .batch = 5, .qlen_max = 2, .L_min = 16, .L_max = 900, .n_short = 2,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .fp8 = 1},
+    {.what = "fp8 stacked rows", .dtype = DCPATTN_FP16, .d = 128, .group = 4, .hkv = 4, .ps = 16, .causal = 1,
+     .W = 3, .I = 1, .rank = -1, .batch = 4, .qlen_max = 8, .L_min = 16, .L_max = 700, .n_short = 1,
+     .splits = {1, 0, 16, DCPATTN_SPLITS_PER_SEQUENCE}, .n_splits = 4, .lse_mode = 1, .fp8 = 2},
     /* fp16 queries on the 64-row tile (sm_90a: S on e4m3 wgmma, Q split into hi + lo from fp16) */
     {.what = "fp8", .dtype = DCPATTN_FP16, .d = 128, .group = 8, .hkv = 2, .ps = 16, .causal = 1, .W = 3, .I = 16,
      .rank = -1, .batch = 4, .qlen_max = 8, .L_min = 16, .L_max = 700, .n_short = 1,
