@@ -459,7 +459,7 @@ static void dcp_case(const dcase *c) {
                   ref_err_str(&e), tol_abs, tol_rel);
             for (i = 0; i < (int64_t)bd.total_q * bd.hq; i++) w1d[i] = w1.h_lse[i];
             e = ref_compare(w1d, merged.h_lse, REF_FP32, (int64_t)bd.total_q * bd.hq);
-            CHECK(ref_err_ok(&e, 2 * lse_tol(c->dtype, 0), 2 * lse_tol(c->dtype, 0)),
+            CHECK(ref_err_ok(&e, 2 * lse_tol(dense.lse_dtype, 0), 2 * lse_tol(dense.lse_dtype, 0)),
                   "%s: merged lse vs W=1 dcpattn lse: %s", desc, ref_err_str(&e));
             free(w1d);
         }
