@@ -306,6 +306,18 @@ static timing time_runs(const std::function<void()> &fn, int warm, int reps, cud
     return r;
 }
 
+/* A row's times and the rates they give (its bytes and flops set; NaN flops give NaN rates). */
+static void set_times(row &r, const timing &t) {
+    r.us = t.med_us;
+    r.us_min = t.min_us;
+    r.us_max = t.max_us;
+    r.reps = t.reps;
+    r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
+    r.tflops = r.flops / (t.med_us * 1e-6) * 1e-12;
+    r.pct_read = 100.0 * r.gbps / g_read_gbps;
+    r.pct_gemm = 100.0 * r.tflops / g_gemm_tflops;
+}
+
 /* ------------------------------------------------------------------ ceilings */
 
 static void measure_read_ceiling(void) {
@@ -861,14 +873,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             r.bytes = kv + (double)q_elems * 2 + (double)o_elems * 2 + (double)l_elems * 4 + part;
             /* (l_elems / B query rows per sequence) */
             r.flops = (c->mla ? 2.0 * (double)(c->Dqk + c->Dv) : 4.0 * (double)c->Dqk) * ((double)l_elems / c->B) * keys;
-            r.us = t.med_us;
-            r.us_min = t.min_us;
-            r.us_max = t.max_us;
-            r.reps = t.reps;
-            r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
-            r.tflops = r.flops / (t.med_us * 1e-6) * 1e-12;
-            r.pct_read = 100.0 * r.gbps / g_read_gbps;
-            r.pct_gemm = 100.0 * r.tflops / g_gemm_tflops;
+            set_times(r, t);
             /* the output after all timed runs must be the same bits (a moving result is a race) */
             CUDA_OK(cudaMemcpy(hout2.data(), d_out, (size_t)o_elems * 2, cudaMemcpyDeviceToHost));
             CUDA_OK(cudaMemcpy(hlse2.data(), d_lse, (size_t)l_elems * 4, cudaMemcpyDeviceToHost));
@@ -1096,14 +1101,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
         r.bytes = (double)kept * (double)(row_el * esz) * (double)((c->hq + 63) / 64) + (double)q.size() * 2 +
                   (double)hout.size() * 2 + (double)hlse.size() * 4 + (double)ids.size() * 4;
         r.flops = 2.0 * c->hq * (double)(DQK + DV) * (double)kept;
-        r.us = t.med_us;
-        r.us_min = t.min_us;
-        r.us_max = t.max_us;
-        r.reps = t.reps;
-        r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
-        r.tflops = r.flops / (t.med_us * 1e-6) * 1e-12;
-        r.pct_read = 100.0 * r.gbps / g_read_gbps;
-        r.pct_gemm = 100.0 * r.tflops / g_gemm_tflops;
+        set_times(r, t);
         gpu_download(hout2.data(), d_out, hout2.size() * 2);
         r.deterministic = memcmp(hout.data(), hout2.data(), hout.size() * 2) == 0;
         if (!r.deterministic) printf("       WARNING: the output changed across runs (race?)\n");
@@ -1189,12 +1187,7 @@ static void merge_case_run(dcpattn_context *ctx, const merge_case *c, cudaStream
         auto fn = [&]() { DC_OK(dcpattn_merge(ctx, &g.m, st)); };
         timing t = time_runs(fn, 3, g_iters, st);
         r.bytes = (double)c->W * (per * 2.0 + lper * 4.0) + per * 2.0 + lper * 4.0;
-        r.us = t.med_us;
-        r.us_min = t.min_us;
-        r.us_max = t.max_us;
-        r.reps = t.reps;
-        r.gbps = r.bytes / (t.med_us * 1e-6) * 1e-9;
-        r.pct_read = 100.0 * r.gbps / g_read_gbps;
+        set_times(r, t);
         std::vector<uint16_t> h2((size_t)per);
         CUDA_OK(cudaMemcpy(h2.data(), d_out, (size_t)per * 2, cudaMemcpyDeviceToHost));
         r.deterministic = memcmp(h2.data(), hout.data(), (size_t)per * 2) == 0;
@@ -1605,7 +1598,8 @@ static int cpu_selftest(void) {
     const attn_case c = {"T", 0, 0, 3, 8, 2, 64, 64, 256, 16, 4, 1, 2, {3}, 0, 0};
     const int64_t L = pick_L(c.S, c.W, c.r, c.I);
     const int ppseq = c.S / c.page, q_len = 3, total_q = c.B * q_len;
-    const int64_t k_page = (int64_t)c.page * c.Hkv * c.Dqk;
+    int64_t k_page, unused_t, unused_h;
+    cache_strides(&c, c.Dqk, &k_page, &unused_t, &unused_h);
     const int vseq[2] = {0, c.B - 1};
     uint64_t rng = 42;
     std::vector<uint16_t> hq((size_t)total_q * c.Hq * c.Dqk), kv[2], vv[2];
