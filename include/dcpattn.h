@@ -794,6 +794,12 @@ typedef struct dcpattn__driver_api {
     /* optional (CUDA 12+): thread-block cluster launches; NULL where the driver lacks it */
     dcpattn__CUresult (*LaunchKernelEx)(const struct dcpattn__CUlaunchConfig *, dcpattn__CUfunction, void **,
                                         void **);
+    /* optional (CUDA 12.4+): a module's kernels by name, so that a variant's optional entry
+       points are looked up only where they exist (a failed lookup is an API error, which
+       compute-sanitizer reports); NULL where the driver lacks them (then they are tried) */
+    dcpattn__CUresult (*ModuleGetFunctionCount)(unsigned *, dcpattn__CUmodule);
+    dcpattn__CUresult (*ModuleEnumerateFunctions)(dcpattn__CUfunction *, unsigned, dcpattn__CUmodule);
+    dcpattn__CUresult (*FuncGetName)(const char **, dcpattn__CUfunction);
     /* optional (CUDA 12+): TMA maps, for the MLA kernels; NULL where the driver lacks it */
     dcpattn__CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
                                               const unsigned long long *, const unsigned *, const unsigned *, int, int,
@@ -922,6 +928,9 @@ static dcpattn_status dcpattn__load_driver(void) {
         DCPATTN__CU_SYM(StreamQuery, "cuStreamQuery"),
         DCPATTN__CU_SYM(GetErrorString, "cuGetErrorString"),
         DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, LaunchKernelEx, "cuLaunchKernelEx"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, ModuleGetFunctionCount, "cuModuleGetFunctionCount"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, ModuleEnumerateFunctions, "cuModuleEnumerateFunctions"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, FuncGetName, "cuFuncGetName"),
         DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, TensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
         {NULL, 0, 0}};
 #undef DCPATTN__CU_SYM
@@ -1768,6 +1777,33 @@ static void dcpattn__compile_info(dcpattn_compile_info *info, const dcpattn__var
     info->source = source;
 }
 
+/* The kernel NAME SUFFIX of a module (a variant's optional entry point: NAME_balanced,
+   NAME_balanced_stacked), or NULL where the module has none. Where the driver lists a module's
+   kernels the name is looked up only if listed, so that no lookup fails. */
+static dcpattn__CUfunction dcpattn__entry_point(dcpattn__CUmodule module, const char *name, const char *suffix) {
+    char want[192];
+    dcpattn__CUfunction fn = NULL;
+    snprintf(want, sizeof want, "%s%s", name, suffix);
+    if (dcpattn__cu.ModuleGetFunctionCount && dcpattn__cu.ModuleEnumerateFunctions && dcpattn__cu.FuncGetName) {
+        dcpattn__CUfunction fns[8];
+        unsigned n = 0, i;
+        int listed = 0;
+        if (dcpattn__cu.ModuleGetFunctionCount(&n, module) == 0 && n <= 8 &&
+            dcpattn__cu.ModuleEnumerateFunctions(fns, n, module) == 0) {
+            for (i = 0; i < n; i++) {
+                const char *got = NULL;
+                if (dcpattn__cu.FuncGetName(&got, fns[i]) == 0 && got && strcmp(got, want) == 0)
+                    listed = 1;
+            }
+            if (!listed)
+                return NULL;
+        }
+    }
+    if (dcpattn__cu.ModuleGetFunction(&fn, module, want) != 0)
+        fn = NULL;
+    return fn;
+}
+
 /* Render, obtain and (unless compile-only) load a variant; the caller holds ctx->lock. */
 static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dcpattn__variant **out,
                                       dcpattn_compile_info *info) {
@@ -1814,13 +1850,8 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             if (!s)
                 s = dcpattn__cu_check(dcpattn__cu.ModuleGetFunction(&v.fn, v.module, name), "cuModuleGetFunction");
             if (!s && (strncmp(name, "mla_", 4) == 0 || strncmp(name, "gqa_", 4) == 0)) {
-                char bname[160];
-                snprintf(bname, sizeof bname, "%s_balanced", name);
-                if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced, v.module, bname) != 0)
-                    v.fn_balanced = NULL;
-                snprintf(bname, sizeof bname, "%s_balanced_stacked", name);
-                if (dcpattn__cu.ModuleGetFunction(&v.fn_balanced_stacked, v.module, bname) != 0)
-                    v.fn_balanced_stacked = NULL;
+                v.fn_balanced = dcpattn__entry_point(v.module, name, "_balanced");
+                v.fn_balanced_stacked = dcpattn__entry_point(v.module, name, "_balanced_stacked");
             }
             if (!s && v.smem > ctx->limits.smem_per_block) {
                 if (v.smem > ctx->limits.smem_per_block_optin)
