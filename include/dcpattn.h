@@ -1777,31 +1777,37 @@ static void dcpattn__compile_info(dcpattn_compile_info *info, const dcpattn__var
     info->source = source;
 }
 
-/* The kernel NAME SUFFIX of a module (a variant's optional entry point: NAME_balanced,
-   NAME_balanced_stacked), or NULL where the module has none. Where the driver lists a module's
-   kernels the name is looked up only if listed, so that no lookup fails. */
-static dcpattn__CUfunction dcpattn__entry_point(dcpattn__CUmodule module, const char *name, const char *suffix) {
-    char want[192];
-    dcpattn__CUfunction fn = NULL;
-    snprintf(want, sizeof want, "%s%s", name, suffix);
+/* A loaded attention variant's optional kernels, NAME_balanced and NAME_balanced_stacked (NULL
+   where the module has none). Where the driver lists a module's kernels only the listed ones are
+   looked up, so that no lookup fails (compute-sanitizer reports a failed one as an API error);
+   an older driver is asked for each by name. */
+static void dcpattn__optional_kernels(dcpattn__variant *v, const char *name) {
+    static const char *const suffix[2] = {"_balanced", "_balanced_stacked"};
+    dcpattn__CUfunction *dst[2];
+    char want[2][192];
+    int listed[2] = {1, 1}, k;
+    dst[0] = &v->fn_balanced;
+    dst[1] = &v->fn_balanced_stacked;
+    for (k = 0; k < 2; k++)
+        snprintf(want[k], sizeof want[k], "%s%s", name, suffix[k]);
     if (dcpattn__cu.ModuleGetFunctionCount && dcpattn__cu.ModuleEnumerateFunctions && dcpattn__cu.FuncGetName) {
         dcpattn__CUfunction fns[8];
         unsigned n = 0, i;
-        int listed = 0;
-        if (dcpattn__cu.ModuleGetFunctionCount(&n, module) == 0 && n <= 8 &&
-            dcpattn__cu.ModuleEnumerateFunctions(fns, n, module) == 0) {
+        if (dcpattn__cu.ModuleGetFunctionCount(&n, v->module) == 0 && n <= 8 &&
+            dcpattn__cu.ModuleEnumerateFunctions(fns, n, v->module) == 0) {
+            listed[0] = listed[1] = 0;
             for (i = 0; i < n; i++) {
                 const char *got = NULL;
-                if (dcpattn__cu.FuncGetName(&got, fns[i]) == 0 && got && strcmp(got, want) == 0)
-                    listed = 1;
+                if (dcpattn__cu.FuncGetName(&got, fns[i]) != 0 || !got)
+                    continue;
+                for (k = 0; k < 2; k++)
+                    listed[k] |= strcmp(got, want[k]) == 0;
             }
-            if (!listed)
-                return NULL;
         }
     }
-    if (dcpattn__cu.ModuleGetFunction(&fn, module, want) != 0)
-        fn = NULL;
-    return fn;
+    for (k = 0; k < 2; k++)
+        if (!listed[k] || dcpattn__cu.ModuleGetFunction(dst[k], v->module, want[k]) != 0)
+            *dst[k] = NULL;
 }
 
 /* Render, obtain and (unless compile-only) load a variant; the caller holds ctx->lock. */
@@ -1849,25 +1855,19 @@ static dcpattn_status dcpattn__ensure(dcpattn_context *ctx, const char *name, dc
             s = dcpattn__cu_check(dcpattn__cu.ModuleLoadData(&v.module, blob.data), "cuModuleLoadData");
             if (!s)
                 s = dcpattn__cu_check(dcpattn__cu.ModuleGetFunction(&v.fn, v.module, name), "cuModuleGetFunction");
-            if (!s && (strncmp(name, "mla_", 4) == 0 || strncmp(name, "gqa_", 4) == 0)) {
-                v.fn_balanced = dcpattn__entry_point(v.module, name, "_balanced");
-                v.fn_balanced_stacked = dcpattn__entry_point(v.module, name, "_balanced_stacked");
-            }
+            if (!s && (strncmp(name, "mla_", 4) == 0 || strncmp(name, "gqa_", 4) == 0))
+                dcpattn__optional_kernels(&v, name);
             if (!s && v.smem > ctx->limits.smem_per_block) {
+                /* every kernel of the module (the ones it has) takes the variant's shared memory */
+                const dcpattn__CUfunction fns[3] = {v.fn, v.fn_balanced, v.fn_balanced_stacked};
+                int i;
                 if (v.smem > ctx->limits.smem_per_block_optin)
                     s = dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "%s needs %d bytes of shared memory; the device allows %d",
                                       name, v.smem, ctx->limits.smem_per_block_optin);
-                else
-                    s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(v.fn, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
-                                          "cuFuncSetAttribute");
-                if (!s && v.fn_balanced)
-                    s = dcpattn__cu_check(
-                        dcpattn__cu.FuncSetAttribute(v.fn_balanced, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
-                        "cuFuncSetAttribute (balanced)");
-                if (!s && v.fn_balanced_stacked)
-                    s = dcpattn__cu_check(
-                        dcpattn__cu.FuncSetAttribute(v.fn_balanced_stacked, DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
-                        "cuFuncSetAttribute (balanced, stacked)");
+                for (i = 0; i < 3 && !s; i++)
+                    if (fns[i])
+                        s = dcpattn__cu_check(dcpattn__cu.FuncSetAttribute(fns[i], DCPATTN__CU_FUNC_MAX_DYNAMIC_SMEM, v.smem),
+                                              "cuFuncSetAttribute");
             }
             if (!s && !v.registers) {
                 /* PTX (a virtual arch): ptxas ran in the driver, which knows what it used */
