@@ -614,14 +614,15 @@ typedef struct ref_res {
     int lse_dtype; /* the type whose lse_tol applies: dtype, bf16 with an FP8 cache */
 } ref_res;
 
-GPU_FN void ref_res_alloc(ref_res *rr, int total_q, int hq, int dv, int dtype, int base2) {
+/* (p: the type, LSE base and KV cache of the reference's run) */
+GPU_FN void ref_res_alloc(ref_res *rr, int total_q, int hq, int dv, const ref_attn_params *p) {
     memset(rr, 0, sizeof *rr);
     rr->total_q = total_q;
     rr->hq = hq;
     rr->dv = dv;
-    rr->dtype = dtype;
-    rr->base2 = base2;
-    rr->lse_dtype = dtype;
+    rr->dtype = p->dtype;
+    rr->base2 = p->lse_base2;
+    rr->lse_dtype = p->kv_dtype == REF_E4M3 ? DCPATTN_BF16 : p->dtype;
     rr->out = (double *)xmalloc(sizeof(double) * (size_t)total_q * hq * dv);
     rr->lse = (double *)xmalloc(sizeof(double) * (size_t)total_q * hq);
 }
@@ -634,8 +635,7 @@ GPU_FN void ref_res_free(ref_res *rr) {
 /* ref_attn exact and with emulate_lowp; the latter's error is the baseline. */
 GPU_FN void ref_sharded(ref_res *rr, ref_attn_params p, const ref_attn_inputs *in, int total_q) {
     double t0 = now_s(), *emu;
-    ref_res_alloc(rr, total_q, p.hq, p.dqk, p.dtype, p.lse_base2);
-    if (p.kv_dtype == REF_E4M3) rr->lse_dtype = DCPATTN_BF16;
+    ref_res_alloc(rr, total_q, p.hq, p.dqk, &p);
     emu = (double *)xmalloc(sizeof(double) * (size_t)total_q * p.hq * p.dqk);
     p.emulate_lowp = 0;
     if (ref_attn(&p, in, rr->out, rr->lse)) {
@@ -657,8 +657,7 @@ GPU_FN void ref_dense(ref_res *rr, ref_attn_params p, const batch_data *bd) {
     double t0 = now_s(), *emu;
     int b, pass;
     const int64_t row = (int64_t)bd->hq * bd->d;
-    ref_res_alloc(rr, bd->total_q, bd->hq, bd->d, bd->dtype, p.lse_base2);
-    if (p.kv_dtype == REF_E4M3) rr->lse_dtype = DCPATTN_BF16;
+    ref_res_alloc(rr, bd->total_q, bd->hq, bd->d, &p);
     emu = (double *)xmalloc(sizeof(double) * (size_t)bd->total_q * (size_t)row);
     for (pass = 0; pass < 2; pass++) {
         p.emulate_lowp = pass;
