@@ -25,6 +25,16 @@
 // to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
 // softmax follows it).
 //
+// Narrow tile (M_TILE 16, at most 16 packed rows: Hq <= 16 at q_len 1): a 64-row tile would
+// leave three quarters of every MMA empty, so S and O are computed transposed and the 64 keys of
+// a KV tile fill the wgmma's 64 rows: S^T = K Q^T (m64n16k16, K from its stage and Q, both
+// K-major, Q from shared memory whole), and O^T[my half] += V^T P^T (m64n16k16 per 64-channel
+// block of V, which is the MN-major A operand that the same bytes make, P a K-major 16 x 64 B
+// operand that each warpgroup writes to shared memory). The pipeline, the pair order, the loads,
+// the FP8 conversion and the lazy max are the m64 tile's; a row's max over a tile's keys runs over
+// the eight lanes of a quad column and the warpgroup's four warps, which meet in shared memory
+// only when the reference moves. Each thread holds four rows (narrow_row), O^T 32 floats.
+//
 // Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
 // lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
 //   select          sparse only: sparse_select (sparse.cuh), the token's kept rows, once per CTA
@@ -113,7 +123,7 @@
 // 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
-//     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
 // (the host validates this). v must alias k with the same strides (the host requires it).
@@ -126,7 +136,9 @@ namespace dcpattn {
 
 // SPARSE_ROW_: 0 dense; sparse MLA over gathered rows of that many bytes: 656 (fp8ds), 576 (e4m3
 // with per-tensor scales)
-template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0> struct MlaTraits {
+// M_TILE_: packed query rows per CTA, 64, or 16 for the narrow tile (see "Narrow tile" above)
+template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0, int M_TILE_ = 64>
+struct MlaTraits {
     using T = T_;
     using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr bool FP8 = sizeof(KV_T) == 1;
@@ -142,7 +154,10 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static constexpr int MATH_THREADS = 256, PRODUCER_THREADS = SPARSE ? 128 : 0;
     static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
-    static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
+    static constexpr int M_TILE = M_TILE_, KV_TILE = 64, STAGES = 2;
+    static constexpr bool NARROW = M_TILE == 16;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tile")
+    // per thread: O's accumulators, S's, and the query rows whose max and sum it keeps
+    static constexpr int O_REGS = NARROW ? 32 : 128, S_REGS = NARROW ? 8 : 32, ROWS = NARROW ? 4 : 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
@@ -155,10 +170,16 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static constexpr __device__ __forceinline__ int raw_at(int blk) {
         return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
     }
+    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's
+    static constexpr int Q_BLOCK = M_TILE * 128;
     static constexpr int SMEM_Q = 0;
-    static constexpr int SMEM_K = TILE_BYTES;
+    static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
-    static constexpr int SMEM_P1 = SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;  // P of warpgroup 1: Q's rope block
+    // P of warpgroup 1: Q's rope block (its fragments live in registers); narrow: P0 and P1 are
+    // 16 x 64 B operands (2 KB each) in P0's block, and the row maxima / sums of the warps
+    // (red, 2 x 2 x 4 x 16 floats) after them
+    static constexpr int SMEM_P1 = NARROW ? SMEM_P0 + 2048 : SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;
+    static constexpr int SMEM_RED = SMEM_P0 + 4096;
     static constexpr int SMEM_X = SMEM_P0 + BLOCK_BYTES;            // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
     static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
@@ -174,6 +195,7 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
+    static_assert(M_TILE == 64 || (NARROW && !SPARSE_ROW_), "tiles of 64 rows, or dense narrow tiles of 16");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
@@ -207,6 +229,10 @@ template <class Tr> __device__ __forceinline__ void math_sync() {
 // 32 bytes per step inside it. The start address field (low 14 bits) never carries: shared
 // memory offsets stay below 256 KB.
 __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4; }
+// The same in the Q tile, whose column blocks are Q_BLOCK bytes apart.
+template <class Tr> __device__ __forceinline__ unsigned qstep(int kk) {
+    return ((kk >> 2) * Tr::Q_BLOCK + (kk & 3) * 32) >> 4;
+}
 
 // Stage "load Q": the 64 packed rows x 576 channels of the CTA's tile (zero rows past the end)
 // into the Q tile at sQ, 128-byte swizzled like the K tiles, and waited for.
@@ -218,7 +244,7 @@ __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const
         const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
         const bool ok = R < cta.nrows;
         const long long off = cta.q_chunk(0, R, c);
-        cp_async16(sQ + (c >> 3) * Tr::BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
+        cp_async16(sQ + (c >> 3) * Tr::Q_BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
     }
     cp_async_commit();
     cp_async_wait<0>();
@@ -283,13 +309,13 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
 // meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
 // proxy; the caller's barrier makes it every thread's.
 template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
-    constexpr int THREADS = Tr::MATH_THREADS;
-    constexpr int N = Tr::M_TILE * Tr::CHUNKS / THREADS;
-    static_assert(N * THREADS == Tr::M_TILE * Tr::CHUNKS, "whole passes");
+    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
+    constexpr int N = (ALL + THREADS - 1) / THREADS;  // passes (the narrow tile's last one partial)
     math_sync<Tr>();  // every thread's cp.async of the tile has landed
     unsigned mx = 0, v[4];
 #pragma unroll
     for (int j = 0; j < N; ++j) {
+        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
         ld_shared_u4(sQ + (tid + j * THREADS) * 16, v);
 #pragma unroll
         for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
@@ -304,6 +330,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     const float down = exp2i(-e);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
+        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
         const unsigned a = sQ + (tid + j * THREADS) * 16;
         ld_shared_u4(a, v);
         bf16x8_to_fp16(v, down);
@@ -489,6 +516,70 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
     l_hi += xm[(wg ^ 1) * 64 + r_hi];
 }
 
+// Narrow tile (S^T and O^T, 64 x 16 accumulators): accumulator element e of a group of eight
+// belongs to the thread's query row c = narrow_c(e) (of four), which is row narrow_row(c, q4)
+// of the tile; elements e and e + 2 are channels (keys) 8 apart.
+__device__ __forceinline__ int narrow_c(int e) { return ((e >> 2) << 1) | (e & 1); }
+__device__ __forceinline__ int narrow_row(int c, int q4) { return 8 * (c >> 1) + 2 * q4 + (c & 1); }
+
+// Narrow tile, stage "split merge" of the warps: each thread holds sums over its keys of its
+// four rows; every thread ends with the whole rows' sums (red: 8 x 16 floats of shared memory
+// no one else reads meanwhile).
+template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[4], float *red, int warp, int lane) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int d = 4; d < 32; d <<= 1) l[c] += __shfl_xor_sync(0xffffffffu, l[c], d);
+    math_sync<Tr>();  // every reader of red is past it
+    if (lane < 4)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) red[warp * 16 + narrow_row(c, lane)] = l[c];
+    math_sync<Tr>();
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        float x = 0.f;
+#pragma unroll
+        for (int w = 0; w < Tr::MATH_THREADS / 32; ++w) x += red[w * 16 + narrow_row(c, lane & 3)];
+        l[c] = x;
+    }
+}
+
+// Narrow tile, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
+// + 8 h of its four rows), normalized by the rows' sums l and written as store_rows writes.
+template <class Tr, class Cta>
+__device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[32],
+                                             const float (&m)[4], const float (&l)[4], int wg, int wi, int lane) {
+    using T = typename Tr::T;
+    const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
+    const int ch0 = 256 * wg + 16 * wi + (lane >> 2);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const int R = cta.row0 + narrow_row(c, lane & 3);
+        if (R >= cta.nrows) continue;
+        float inv = sum_inv(l[c]);
+        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
+        const float lse2 = row_lse2(m[c], l[c]);
+        const AttnRowOut out = cta.row_out(0, R);
+        if (split_out) {
+            const long long prow = out.part(cta.split);
+            float *dst = p.o_part + prow * Tr::DV + ch0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[8 * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
+            if (owner) p.lse_part[prow] = lse2;
+        } else {
+            unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[8 * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
+            if (owner && p.lse) out.lse(lse2);
+        }
+    }
+}
+
 }  // namespace mla_detail
 
 // The balanced schedule (p.workers > 0; grid p.workers x 1 x row tiles): every sequence costs
@@ -609,18 +700,30 @@ struct MlaSchedule {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
                threadIdx.x;
     }
+    // Which of the thread's NR rows its O element i belongs to: the m64 tile's two (elements 4 k,
+    // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), the narrow tile's four (mla_detail::narrow_c).
+    template <int NR> static __device__ __forceinline__ int row_of(int i) {
+        return NR == 2 ? (i >> 1) & 1 : mla_detail::narrow_c(i & 7);
+    }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
     // a piece inside the tree (see above) adds its subtree's states first. live: whether this
     // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a tile of
-    // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
-    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                            float &l_lo, float &l_hi, bool live) const {
-        if (U >= p.workers) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, false);
+    // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes). A record holds NO / 4 float4 of O,
+    // then the NR maxima and the NR sums.
+    template <int NO, int NR>
+    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
+                                            float (&l)[NR], bool live) const {
+        static_assert(NO / 4 + NR / 2 <= 33, "a thread's part of a record");
+        if (U >= p.workers) merge(p, o, m, l, live, false);
         f4 *r = record(p, blockIdx.x);
         if (live) {
 #pragma unroll
-            for (int i = 0; i < 32; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
-            st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
+            for (int i = 0; i < NO / 4; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
+            float ml[2 * NR];
+#pragma unroll
+            for (int k = 0; k < NR; ++k) ml[k] = m[k], ml[NR + k] = l[k];
+#pragma unroll
+            for (int i = 0; i < NR / 2; ++i) st_cg_f4(r + (NO / 4 + i) * 256, f4{ml[4 * i], ml[4 * i + 1], ml[4 * i + 2], ml[4 * i + 3]});
         }
         fence_gpu();
         __syncthreads();
@@ -634,8 +737,9 @@ struct MlaSchedule {
     // Adds the states of the current sequence's pieces that this one reads (last: it is the
     // sequence's last piece), each once its flag is set: its tree reads (see above), or where some
     // worker holds no unit (the last piece only) every earlier piece's.
-    __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi, bool live, bool last) const {
+    template <int NO, int NR>
+    __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
+                                          float (&l)[NR], bool live, bool last) const {
         const int w0 = dcpattn_sched_owner(U, p.workers, s), j = blockIdx.x - w0;  // (w0 holds its first unit)
         const bool tree = U >= p.workers;
 #pragma unroll 1
@@ -650,25 +754,31 @@ struct MlaSchedule {
             __syncthreads();
             if (!live) continue;
             const f4 *r = record(p, w0 + c);
-            const f4 st = ld_cg_f4(r + 32 * 256);
-            const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
-            // (a row empty in both stays empty: both factors 0)
-            const float a_lo = state_weight(m_lo, nm_lo);
-            const float a_hi = state_weight(m_hi, nm_hi);
-            const float c_lo = state_weight(st.x, nm_lo);
-            const float c_hi = state_weight(st.y, nm_hi);
+            float ml[2 * NR], a[NR], cw[NR];
 #pragma unroll
-            for (int i = 0; i < 32; ++i) {
-                const f4 v = ld_cg_f4(r + i * 256);
-                o[4 * i + 0] = fmaf(o[4 * i + 0], a_lo, v.x * c_lo);
-                o[4 * i + 1] = fmaf(o[4 * i + 1], a_lo, v.y * c_lo);
-                o[4 * i + 2] = fmaf(o[4 * i + 2], a_hi, v.z * c_hi);
-                o[4 * i + 3] = fmaf(o[4 * i + 3], a_hi, v.w * c_hi);
+            for (int i = 0; i < NR / 2; ++i) {
+                const f4 st = ld_cg_f4(r + (NO / 4 + i) * 256);
+                ml[4 * i] = st.x, ml[4 * i + 1] = st.y, ml[4 * i + 2] = st.z, ml[4 * i + 3] = st.w;
             }
-            l_lo = fmaf(l_lo, a_lo, st.z * c_lo);
-            l_hi = fmaf(l_hi, a_hi, st.w * c_hi);
-            m_lo = nm_lo;
-            m_hi = nm_hi;
+#pragma unroll
+            for (int k = 0; k < NR; ++k) {
+                const float nm = fmaxf(m[k], ml[k]);
+                // (a row empty in both stays empty: both factors 0)
+                a[k] = state_weight(m[k], nm);
+                cw[k] = state_weight(ml[k], nm);
+                l[k] = fmaf(l[k], a[k], ml[NR + k] * cw[k]);
+                m[k] = nm;
+            }
+#pragma unroll
+            for (int i = 0; i < NO / 4; ++i) {
+                const f4 v = ld_cg_f4(r + i * 256);
+                const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int k = row_of<NR>(4 * i + e);
+                    o[4 * i + e] = fmaf(o[4 * i + e], a[k], x[e] * cw[k]);
+                }
+            }
         }
     }
 };
@@ -833,12 +943,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int g = lane >> 2, q4 = lane & 3;
             const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
             const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
+            // narrow: the limits of the thread's four query rows (see mla_detail::narrow_row)
+            int lim_n[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) lim_n[c] = Tr::NARROW ? cta.row_limit(narrow_row(c, q4)) : 0;
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-            unsigned qr[4][4];
-            load_q_rope<Tr>(qr, sQ, wi, lane);
-            math_sync<Tr>();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            unsigned qr[4][4];  // (narrow: S reads the whole Q tile from shared memory)
+            if constexpr (!Tr::NARROW) {
+                load_q_rope<Tr>(qr, sQ, wi, lane);
+                math_sync<Tr>();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            }
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
@@ -853,14 +969,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
             const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
             const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
+            const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
 
-            float o[128];
+            float o[Tr::O_REGS];
 #pragma unroll
-            for (int i = 0; i < 128; ++i) o[i] = 0.f;
-            float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
-            float sacc[32];
+            for (int i = 0; i < Tr::O_REGS; ++i) o[i] = 0.f;
+            // the reference max and the sum of each of the thread's rows (m64: rows r_lo, r_hi)
+            float mr[Tr::ROWS], lr[Tr::ROWS];
+#pragma unroll
+            for (int c = 0; c < Tr::ROWS; ++c) mr[c] = neg_inf(), lr[c] = 0.f;
+            float &m_lo = mr[0], &m_hi = mr[1], &l_lo = lr[0], &l_hi = lr[1];
+            float sacc[Tr::S_REGS];
             unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
@@ -872,7 +993,30 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 m_hi = nm_hi;
                 l_lo *= al_lo;
                 l_hi *= al_hi;
-                scale_rows(reinterpret_cast<float(&)[32][4]>(o), al_lo, al_hi);
+                scale_rows(reinterpret_cast<float(&)[Tr::O_REGS / 4][4]>(o), al_lo, al_hi);
+            };
+            // narrow: the same for the thread's four rows
+            auto rescale_n = [&](const float (&nm)[4]) {
+                float al[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    al[c] = mr[c] == nm[c] ? 1.f : fast_exp2(mr[c] - nm[c]);
+                    mr[c] = nm[c];
+                    lr[c] *= al[c];
+                }
+#pragma unroll
+                for (int i = 0; i < Tr::O_REGS; ++i) o[i] *= al[narrow_c(i & 7)];
+            };
+            // take the reference that warpgroup w published in xm after its tile
+            auto adopt = [&](int w) {
+                if constexpr (Tr::NARROW) {
+                    float nm[4];
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) nm[c] = xm[w * 64 + narrow_row(c, q4)];
+                    rescale_n(nm);
+                } else {
+                    rescale(xm[w * 64 + r_lo], xm[w * 64 + r_hi]);
+                }
             };
 
             // A refill of blocks [b0, b0 + nb) is shared by the warps of the warpgroup: one thread of
@@ -893,35 +1037,69 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const unsigned off = kstep(4 * blk + i);
-                        wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                        first && b == 0 && i == 0 ? 0 : 1);
+                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                            wgmma_ss_n16<MT, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                first && b == 0 && i == 0 ? 0 : 1);
+                        else
+                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                             first && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
             };
-            // S += Q K(t)^T over the rope block (Q fragments from registers)
+            // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
                 if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < 4; ++i) wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (Tr::NARROW)
+                        wgmma_ss_n16<MT, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                            desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                    else
+                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
             // (shared memory)
-            auto pv_own = [&](int t) {
+            // Narrow: O^T[my half] += V(t)^T[my half] P^T, P (16 x 64, K-major) from shared memory at
+            // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
+            // operand (the same bytes that the m64 tile reads as B)
+            auto pv_narrow = [&](int t, unsigned long long dpp) {
                 fence_regs(o);
                 wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    wgmma_rs_n256<MT>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                for (int b = 0; b < 4; ++b)
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        wgmma_ss_n16<MT, 1>(reinterpret_cast<float(&)[4][8]>(o)[b],
+                                            dv + (((t & 1) * TILE_BYTES + b * BLOCK_BYTES + kk * 16 * 128) >> 4),
+                                            dpp + ((kk * 32) >> 4), 1);
                 wgmma_commit();
             };
-            auto pv_other = [&](int t) {
-                fence_regs(o);
-                wgmma_fence();
+            auto pv_own = [&](int t) {
+                if constexpr (Tr::NARROW) {
+                    pv_narrow(t, dpm);
+                } else {
+                    fence_regs(o);
+                    wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    wgmma_ss_n256<MT>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
-                wgmma_commit();
+                    for (int kk = 0; kk < 4; ++kk)
+                        wgmma_rs_n256<MT>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_commit();
+                }
+            };
+            auto pv_other = [&](int t) {
+                if constexpr (Tr::NARROW) {
+                    pv_narrow(t, dp);
+                } else {
+                    fence_regs(o);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        wgmma_ss_n256<MT>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_commit();
+                }
             };
             // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
             // the last visible key (unused slots may hold NaN, which would survive P = 0).
@@ -943,59 +1121,131 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
             // new reference of every row (O is waited for first). P goes to pa (A fragments), its row
             // sums to l. Returns whether the reference moved (warpgroup-uniform).
-            auto softmax = [&](int t) -> bool {
-                const int ts = kv_begin + t * KV_TILE;
+            // Narrow: S^T holds keys (rows) x query rows (columns), so a row's max runs over the eight
+            // lanes of a quad's column and the four warps; the warps' maxima meet in shared memory only
+            // when the reference moves. P goes to pa[0][c] (keys g and g + 8 of row c).
+            auto softmax_narrow = [&](int t) -> bool {
+                const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
-                // (raw scores until the exponent: scale > 0, so the max commutes with it)
-                float mx_lo = neg_inf(), mx_hi = neg_inf();
+                float mx[4];
 #pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    const int col = ts + n * 8 + 2 * q4;
+                for (int c = 0; c < 4; ++c) mx[c] = neg_inf();
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        if (need_mask) {
-                            mask_key(sacc[4 * n + e], col + e, lim_lo);
-                            mask_key(sacc[4 * n + 2 + e], col + e, lim_hi);
-                        }
-                        mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
-                        mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
-                    }
+                for (int j = 0; j < 8; ++j) {
+                    const int c = narrow_c(j);
+                    if (need_mask) mask_key(sacc[j], key0 + 8 * ((j >> 1) & 1), lim_n[c]);
+                    mx[c] = fmaxf(mx[c], sacc[j]);
                 }
-                mx_lo = quad_max(mx_lo) * scale;
-                mx_hi = quad_max(mx_hi) * scale;
-                const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
+                bool up = false;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+#pragma unroll
+                    for (int d = 4; d < 32; d <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], d));
+                    mx[c] *= scale;
+                    up = up || mx[c] > mr[c] + Tr::MAX_SLACK;
+                }
+                const bool moved = wg_or(wg, up);
                 if (moved) {
+                    float *red = reinterpret_cast<float *>(gsm + Tr::SMEM_RED) + ((t >> 1) & 1) * 128 + wg * 64;
+                    if (g == 0)
+#pragma unroll
+                        for (int c = 0; c < 4; ++c) red[wi * 16 + narrow_row(c, q4)] = mx[c];
+                    wg_sync(wg);
+                    float nm[4];
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        nm[c] = mr[c];
+#pragma unroll
+                        for (int w = 0; w < 4; ++w) nm[c] = fmaxf(nm[c], red[w * 16 + narrow_row(c, q4)]);
+                    }
                     wgmma_wait<0>();  // a PV into O may still run
                     fence_regs(o);
-                    rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
-                    if (q4 == 0) {
-                        xm[wg * 64 + r_lo] = m_lo;
-                        xm[wg * 64 + r_hi] = m_hi;
-                    }
-                }
-                const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
+                    rescale_n(nm);
+                    if (wi == 0 && g == 0)
 #pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
-                    const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
-                    const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
-                    const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
-                    l_lo += e0 + e1;
-                    l_hi += e2 + e3;
-                    pa[n >> 1][(n & 1) * 2 + 0] = pack2<MT>(e0, e1);
-                    pa[n >> 1][(n & 1) * 2 + 1] = pack2<MT>(e2, e3);
+                        for (int c = 0; c < 4; ++c) xm[wg * 64 + narrow_row(c, q4)] = mr[c];
+                }
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const float nmu = mr[c] == neg_inf() ? 0.f : -mr[c];
+                    const int j = 4 * (c >> 1) + (c & 1);  // key g; j + 2: key g + 8
+                    const float e0 = fast_exp2(fmaf(sacc[j], scale, nmu));
+                    const float e1 = fast_exp2(fmaf(sacc[j + 2], scale, nmu));
+                    lr[c] += e0 + e1;
+                    pa[0][c] = pack2<MT>(e0, e1);
                 }
                 return moved;
             };
+            auto softmax = [&](int t) -> bool {
+                if constexpr (Tr::NARROW) {
+                    return softmax_narrow(t);
+                } else {
+                    const int ts = kv_begin + t * KV_TILE;
+                    const bool need_mask = ts + KV_TILE > cta_lo;
+                    // (raw scores until the exponent: scale > 0, so the max commutes with it)
+                    float mx_lo = neg_inf(), mx_hi = neg_inf();
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        const int col = ts + n * 8 + 2 * q4;
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            if (need_mask) {
+                                mask_key(sacc[4 * n + e], col + e, lim_lo);
+                                mask_key(sacc[4 * n + 2 + e], col + e, lim_hi);
+                            }
+                            mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
+                            mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
+                        }
+                    }
+                    mx_lo = quad_max(mx_lo) * scale;
+                    mx_hi = quad_max(mx_hi) * scale;
+                    const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
+                    if (moved) {
+                        wgmma_wait<0>();  // a PV into O may still run
+                        fence_regs(o);
+                        rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
+                        if (q4 == 0) {
+                            xm[wg * 64 + r_lo] = m_lo;
+                            xm[wg * 64 + r_hi] = m_hi;
+                        }
+                    }
+                    const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
+                        const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
+                        const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
+                        const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
+                        l_lo += e0 + e1;
+                        l_hi += e2 + e3;
+                        pa[n >> 1][(n & 1) * 2 + 0] = pack2<MT>(e0, e1);
+                        pa[n >> 1][(n & 1) * 2 + 1] = pack2<MT>(e2, e3);
+                    }
+                    return moved;
+                }
+            };
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
+            // (narrow: P (16 rows x 64 keys) as the K-major B operand, this thread's keys g and g + 8 of
+            // its four rows; the warpgroup's own PV reads it next, hence the barrier)
             auto store_p = [&]() {
+                if constexpr (Tr::NARROW) {
 #pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
-                    pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
+                    for (int c = 0; c < 4; ++c) {
+                        const int q = narrow_row(c, q4);
+                        const unsigned row = sP_mine + q * 128 + g * 2;
+                        st_shared_halves(row + (((2 * wi) ^ (q & 7)) << 4), row + (((2 * wi + 1) ^ (q & 7)) << 4), pa[0][c]);
+                    }
+                    fence_proxy_async();
+                    wg_sync(wg);
+                } else {
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
+                        pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
+                    }
+                    fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
                 }
-                fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 
             // Sparse: warpgroup 0 is done with the bytes of stage s that the next gather there overwrites
@@ -1057,7 +1307,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
-                        if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
+                        if (flag[1]) adopt(1);
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
                     if constexpr (Tr::SPARSE)
@@ -1095,7 +1345,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         if (flag[0]) {
                             wgmma_wait<0>();
                             fence_regs(sacc);
-                            rescale(xm[r_lo], xm[r_hi]);
+                            adopt(0);
                         }
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
@@ -1136,14 +1386,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence
             // (a piece inside the merge tree adds its subtree's states first); that one adds the
             // tree's sums to its own first. See MlaSchedule.
-            const bool live = wi * 16 < nrows - row0;  // this warp holds a row of the tile
+            // (narrow: every thread holds channels of every row)
+            const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH) {
-                sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);
+                sched.publish(p, o, mr, lr, live);
             } else {
-                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live, true);
-                sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
-
-                store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
+                if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
+                if constexpr (Tr::NARROW) {
+                    sum_narrow<Tr>(lr, reinterpret_cast<float *>(gsm + Tr::SMEM_RED), warp, lane);
+                    store_narrow<Tr>(p, cta, o, mr, lr, wg, wi, lane);
+                } else {
+                    sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
+                    store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
+                }
             }
             phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }

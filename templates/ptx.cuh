@@ -134,6 +134,12 @@ __device__ __forceinline__ void st_shared_u4(unsigned addr, const unsigned (&v)[
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
 }
+// The two 16-bit halves of w to two shared addresses (low half at lo, high half at hi).
+__device__ __forceinline__ void st_shared_halves(unsigned lo, unsigned hi, unsigned w) {
+    asm volatile("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\nst.shared.b16 [%0], l;\nst.shared.b16 [%1], h;\n}\n" ::"r"(lo),
+                 "r"(hi), "r"(w)
+                 : "memory");
+}
 #if __CUDA_ARCH__ >= 900
 #define DCPATTN_HAS_CLUSTERS 1
 DCPATTN_LD_SHARED(cluster, "shared::cluster")
@@ -295,6 +301,8 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
 template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x 16) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x 16, smem, K-major).
+template <class T, int TA> __device__ __forceinline__ void wgmma_ss_n16(float (&d)[8], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
@@ -321,6 +329,17 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
+// m64n16k16 from shared memory, A transposed (MN-major) when TA is 1.
+#define DCPATTN_SS_N16(T, PT, TA)                                                                                     \
+    template <> __device__ __forceinline__ void wgmma_ss_n16<T, TA>(float (&d)[8], unsigned long long da,              \
+                                                                    unsigned long long db, int accumulate) {           \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32." PT "." PT " "                                       \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, " #TA ", 0;\n}\n"                             \
+                     : DCPATTN_F8(d, 0)                                                                                \
+                     : "l"(da), "l"(db), "r"(accumulate));                                                             \
+    }
+
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
     template <> __device__ __forceinline__ void mma16816<T>(float (&c)[4], const unsigned (&a)[4], unsigned b0,        \
@@ -338,6 +357,8 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }                                                                                                                  \
+    DCPATTN_SS_N16(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N16(T, PT, 1)                                                                                           \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
@@ -376,6 +397,7 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_MMAS
+#undef DCPATTN_SS_N16
 // e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
 // transposed operand), 32 bytes of a row as a 16-bit k16 step is.
 template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], unsigned long long da, unsigned long long db,

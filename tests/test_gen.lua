@@ -120,7 +120,7 @@ end
 -- ===================================== names and specs ======================================
 local defaults = dcpattn.default_set()
 do
-    check(#defaults > 0 and #defaults <= 64, "default set has %d variants", #defaults)
+    check(#defaults > 0 and #defaults <= 72, "default set has %d variants", #defaults)
     local seen, ngqa = {}, 0
     for i, n in ipairs(defaults) do
         check(not seen[n], "duplicate default name %s", n)
@@ -296,7 +296,11 @@ do
         { { max_q_len = 0, page_size = 0 }, "gqa_bf16_d128_g8_m16" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m64" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h128_m64" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m64" },
+        -- at most 16 query rows: the narrow tile
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h16_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 2 }, "mla_bf16_h8_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 3 }, "mla_bf16_h8_m64" },
         -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
         { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
