@@ -25,15 +25,15 @@
 // to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
 // softmax follows it).
 //
-// Narrow tile (M_TILE 16, at most 16 packed rows: Hq <= 16 at q_len 1): a 64-row tile would
-// leave three quarters of every MMA empty, so S and O are computed transposed and the 64 keys of
-// a KV tile fill the wgmma's 64 rows: S^T = K Q^T (m64n16k16, K from its stage and Q, both
-// K-major, Q from shared memory whole), and O^T[my half] += V^T P^T (m64n16k16 per 64-channel
-// block of V, which is the MN-major A operand that the same bytes make, P a K-major 16 x 64 B
+// Narrow tiles (M_TILE N = 16 or 32 packed rows: Hq 16 at q_len 1 or 2): a 64-row tile would
+// leave three quarters or half of every MMA empty, so S and O are computed transposed and the 64
+// keys of a KV tile fill the wgmma's 64 rows: S^T = K Q^T (m64nNk16, K from its stage and Q,
+// both K-major, Q from shared memory whole), and O^T[my half] += V^T P^T (m64nNk16 per 64-channel
+// block of V, which is the MN-major A operand that the same bytes make, P a K-major N x 64
 // operand that each warpgroup writes to shared memory). The pipeline, the pair order, the loads,
 // the FP8 conversion and the lazy max are the m64 tile's; a row's max over a tile's keys runs over
 // the eight lanes of a quad column and the warpgroup's four warps, which meet in shared memory
-// only when the reference moves. Each thread holds four rows (narrow_row), O^T 32 floats.
+// only when the reference moves. Each thread holds N / 4 rows (narrow_row), O^T 2 N floats.
 //
 // Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
 // lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
@@ -123,7 +123,8 @@
 // 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
-//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+// (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
 // (the host validates this). v must alias k with the same strides (the host requires it).
@@ -136,7 +137,7 @@ namespace dcpattn {
 
 // SPARSE_ROW_: 0 dense; sparse MLA over gathered rows of that many bytes: 656 (fp8ds), 576 (e4m3
 // with per-tensor scales)
-// M_TILE_: packed query rows per CTA, 64, or 16 for the narrow tile (see "Narrow tile" above)
+// M_TILE_: packed query rows per CTA, 64, or 16 or 32 for the narrow tiles (see "Narrow tiles" above)
 template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0, int M_TILE_ = 64>
 struct MlaTraits {
     using T = T_;
@@ -155,9 +156,11 @@ struct MlaTraits {
     static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = M_TILE_, KV_TILE = 64, STAGES = 2;
-    static constexpr bool NARROW = M_TILE == 16;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tile")
-    // per thread: O's accumulators, S's, and the query rows whose max and sum it keeps
-    static constexpr int O_REGS = NARROW ? 32 : 128, S_REGS = NARROW ? 8 : 32, ROWS = NARROW ? 4 : 2;
+    static constexpr bool NARROW = M_TILE <= 32;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tiles")
+    // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
+    // the query rows whose max and sum it keeps
+    static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
+    static constexpr int ROWS = NARROW ? M_TILE / 4 : 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
@@ -176,11 +179,13 @@ struct MlaTraits {
     static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
     // P of warpgroup 1: Q's rope block (its fragments live in registers); narrow: P0 and P1 are
-    // 16 x 64 B operands (2 KB each) in P0's block, and the row maxima / sums of the warps
-    // (red, 2 x 2 x 4 x 16 floats) after them
-    static constexpr int SMEM_P1 = NARROW ? SMEM_P0 + 2048 : SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;
-    static constexpr int SMEM_RED = SMEM_P0 + 4096;
-    static constexpr int SMEM_X = SMEM_P0 + BLOCK_BYTES;            // reference max per row [2][64] f32
+    // M_TILE x 64 operands (M_TILE x 128 bytes each) in P0's block, and the row maxima / sums of
+    // the warps (red, 2 x 2 x 4 x M_TILE floats) after them; the block is P_BLOCK bytes
+    static constexpr int SMEM_P1 = NARROW ? SMEM_P0 + M_TILE * 128 : SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;
+    static constexpr int SMEM_RED = SMEM_P0 + 2 * M_TILE * 128;
+    static constexpr int P_BLOCK = NARROW && 2 * M_TILE * 128 + 64 * M_TILE > BLOCK_BYTES ? 2 * M_TILE * 128 + 64 * M_TILE
+                                                                                         : BLOCK_BYTES;
+    static constexpr int SMEM_X = SMEM_P0 + P_BLOCK;                // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
     static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
     // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
@@ -195,7 +200,8 @@ struct MlaTraits {
     static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
-    static_assert(M_TILE == 64 || (NARROW && !SPARSE_ROW_), "tiles of 64 rows, or dense narrow tiles of 16");
+    static_assert(M_TILE == 64 || ((M_TILE == 16 || M_TILE == 32) && !SPARSE_ROW_),
+                  "tiles of 64 rows, or dense narrow tiles of 16 or 32");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
@@ -516,44 +522,47 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
     l_hi += xm[(wg ^ 1) * 64 + r_hi];
 }
 
-// Narrow tile (S^T and O^T, 64 x 16 accumulators): accumulator element e of a group of eight
-// belongs to the thread's query row c = narrow_c(e) (of four), which is row narrow_row(c, q4)
-// of the tile; elements e and e + 2 are channels (keys) 8 apart.
+// Narrow tiles (S^T and O^T, 64 x N accumulators, N / 2 elements a thread): accumulator element
+// e of a group of N / 2 belongs to the thread's query row c = narrow_c(e) (of N / 4), which is
+// row narrow_row(c, q4) of the tile; elements e and e + 2 are channels (keys) 8 apart.
 __device__ __forceinline__ int narrow_c(int e) { return ((e >> 2) << 1) | (e & 1); }
 __device__ __forceinline__ int narrow_row(int c, int q4) { return 8 * (c >> 1) + 2 * q4 + (c & 1); }
 
-// Narrow tile, stage "split merge" of the warps: each thread holds sums over its keys of its
-// four rows; every thread ends with the whole rows' sums (red: 8 x 16 floats of shared memory
-// no one else reads meanwhile).
-template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[4], float *red, int warp, int lane) {
+// Narrow tiles, stage "split merge" of the warps: each thread holds sums over its keys of its
+// rows; every thread ends with the whole rows' sums (red: 8 x M_TILE floats of shared memory no
+// one else reads meanwhile).
+template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[Tr::ROWS], float *red, int warp, int lane) {
+    constexpr int N = Tr::M_TILE;
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
+    for (int c = 0; c < Tr::ROWS; ++c)
 #pragma unroll
         for (int d = 4; d < 32; d <<= 1) l[c] += __shfl_xor_sync(0xffffffffu, l[c], d);
     math_sync<Tr>();  // every reader of red is past it
     if (lane < 4)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) red[warp * 16 + narrow_row(c, lane)] = l[c];
+        for (int c = 0; c < Tr::ROWS; ++c) red[warp * N + narrow_row(c, lane)] = l[c];
     math_sync<Tr>();
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < Tr::ROWS; ++c) {
         float x = 0.f;
 #pragma unroll
-        for (int w = 0; w < Tr::MATH_THREADS / 32; ++w) x += red[w * 16 + narrow_row(c, lane & 3)];
+        for (int w = 0; w < Tr::MATH_THREADS / 32; ++w) x += red[w * N + narrow_row(c, lane & 3)];
         l[c] = x;
     }
 }
 
-// Narrow tile, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
-// + 8 h of its four rows), normalized by the rows' sums l and written as store_rows writes.
+// Narrow tiles, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
+// + 8 h of its rows), normalized by the rows' sums l and written as store_rows writes.
 template <class Tr, class Cta>
-__device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[32],
-                                             const float (&m)[4], const float (&l)[4], int wg, int wi, int lane) {
+__device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[Tr::O_REGS],
+                                             const float (&m)[Tr::ROWS], const float (&l)[Tr::ROWS], int wg, int wi,
+                                             int lane) {
+    constexpr int E = Tr::S_REGS;  // elements of a 64-channel block
     using T = typename Tr::T;
     const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
     const int ch0 = 256 * wg + 16 * wi + (lane >> 2);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
         if (R >= cta.nrows) continue;
         float inv = sum_inv(l[c]);
@@ -566,7 +575,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[8 * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
             if (owner) p.lse_part[prow] = lse2;
         } else {
             unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
@@ -574,7 +583,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
             for (int b = 0; b < 4; ++b)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[8 * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
+                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
             if (owner && p.lse) out.lse(lse2);
         }
     }
@@ -701,9 +710,10 @@ struct MlaSchedule {
                threadIdx.x;
     }
     // Which of the thread's NR rows its O element i belongs to: the m64 tile's two (elements 4 k,
-    // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), the narrow tile's four (mla_detail::narrow_c).
+    // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), a narrow tile's N / 4 (mla_detail::narrow_c
+    // of the element's place in its 64-channel block of 2 NR).
     template <int NR> static __device__ __forceinline__ int row_of(int i) {
-        return NR == 2 ? (i >> 1) & 1 : mla_detail::narrow_c(i & 7);
+        return NR == 2 ? (i >> 1) & 1 : mla_detail::narrow_c(i % (2 * NR));
     }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
     // a piece inside the tree (see above) adds its subtree's states first. live: whether this
@@ -943,10 +953,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int g = lane >> 2, q4 = lane & 3;
             const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
             const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
-            // narrow: the limits of the thread's four query rows (see mla_detail::narrow_row)
-            int lim_n[4];
+            // narrow: the limits of the thread's query rows (see mla_detail::narrow_row)
+            int lim_n[Tr::ROWS];
 #pragma unroll
-            for (int c = 0; c < 4; ++c) lim_n[c] = Tr::NARROW ? cta.row_limit(narrow_row(c, q4)) : 0;
+            for (int c = 0; c < Tr::ROWS; ++c) lim_n[c] = Tr::NARROW ? cta.row_limit(narrow_row(c, q4)) : 0;
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
@@ -995,24 +1005,24 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 l_hi *= al_hi;
                 scale_rows(reinterpret_cast<float(&)[Tr::O_REGS / 4][4]>(o), al_lo, al_hi);
             };
-            // narrow: the same for the thread's four rows
-            auto rescale_n = [&](const float (&nm)[4]) {
-                float al[4];
+            // narrow: the same for the thread's rows
+            auto rescale_n = [&](const float (&nm)[Tr::ROWS]) {
+                float al[Tr::ROWS];
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
+                for (int c = 0; c < Tr::ROWS; ++c) {
                     al[c] = mr[c] == nm[c] ? 1.f : fast_exp2(mr[c] - nm[c]);
                     mr[c] = nm[c];
                     lr[c] *= al[c];
                 }
 #pragma unroll
-                for (int i = 0; i < Tr::O_REGS; ++i) o[i] *= al[narrow_c(i & 7)];
+                for (int i = 0; i < Tr::O_REGS; ++i) o[i] *= al[narrow_c(i % Tr::S_REGS)];
             };
             // take the reference that warpgroup w published in xm after its tile
             auto adopt = [&](int w) {
                 if constexpr (Tr::NARROW) {
-                    float nm[4];
+                    float nm[Tr::ROWS];
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) nm[c] = xm[w * 64 + narrow_row(c, q4)];
+                    for (int c = 0; c < Tr::ROWS; ++c) nm[c] = xm[w * 64 + narrow_row(c, q4)];
                     rescale_n(nm);
                 } else {
                     rescale(xm[w * 64 + r_lo], xm[w * 64 + r_hi]);
@@ -1038,7 +1048,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     for (int i = 0; i < 4; ++i) {
                         const unsigned off = kstep(4 * blk + i);
                         if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
-                            wgmma_ss_n16<MT, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
                                                 desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
                                                 first && b == 0 && i == 0 ? 0 : 1);
                         else
@@ -1054,7 +1064,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     if constexpr (Tr::NARROW)
-                        wgmma_ss_n16<MT, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
                                             desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
                     else
                         wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
@@ -1066,16 +1076,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
             // operand (the same bytes that the m64 tile reads as B)
             auto pv_narrow = [&](int t, unsigned long long dpp) {
-                fence_regs(o);
-                wgmma_fence();
+                if constexpr (Tr::NARROW) {
+                    fence_regs(o);
+                    wgmma_fence();
 #pragma unroll
-                for (int b = 0; b < 4; ++b)
+                    for (int b = 0; b < 4; ++b)
 #pragma unroll
-                    for (int kk = 0; kk < 4; ++kk)
-                        wgmma_ss_n16<MT, 1>(reinterpret_cast<float(&)[4][8]>(o)[b],
-                                            dv + (((t & 1) * TILE_BYTES + b * BLOCK_BYTES + kk * 16 * 128) >> 4),
-                                            dpp + ((kk * 32) >> 4), 1);
-                wgmma_commit();
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 1>(
+                                reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b],
+                                dv + (((t & 1) * TILE_BYTES + b * BLOCK_BYTES + kk * 16 * 128) >> 4), dpp + ((kk * 32) >> 4),
+                                1);
+                    wgmma_commit();
+                }
             };
             auto pv_own = [&](int t) {
                 if constexpr (Tr::NARROW) {
@@ -1125,54 +1138,55 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // lanes of a quad's column and the four warps; the warps' maxima meet in shared memory only
             // when the reference moves. P goes to pa[0][c] (keys g and g + 8 of row c).
             auto softmax_narrow = [&](int t) -> bool {
+                constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
                 const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
-                float mx[4];
+                float mx[NR];
 #pragma unroll
-                for (int c = 0; c < 4; ++c) mx[c] = neg_inf();
+                for (int c = 0; c < NR; ++c) mx[c] = neg_inf();
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
+                for (int j = 0; j < Tr::S_REGS; ++j) {
                     const int c = narrow_c(j);
                     if (need_mask) mask_key(sacc[j], key0 + 8 * ((j >> 1) & 1), lim_n[c]);
                     mx[c] = fmaxf(mx[c], sacc[j]);
                 }
                 bool up = false;
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
+                for (int c = 0; c < NR; ++c) {
 #pragma unroll
                     for (int d = 4; d < 32; d <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], d));
                     mx[c] *= scale;
                     up = up || mx[c] > mr[c] + Tr::MAX_SLACK;
                 }
                 const bool moved = wg_or(wg, up);
-                if (moved) {
-                    float *red = reinterpret_cast<float *>(gsm + Tr::SMEM_RED) + ((t >> 1) & 1) * 128 + wg * 64;
+                if (moved) {  // (red: [tile pair parity][warpgroup][warp][row])
+                    float *red = reinterpret_cast<float *>(gsm + Tr::SMEM_RED) + (((t >> 1) & 1) * 2 + wg) * 4 * N;
                     if (g == 0)
 #pragma unroll
-                        for (int c = 0; c < 4; ++c) red[wi * 16 + narrow_row(c, q4)] = mx[c];
+                        for (int c = 0; c < NR; ++c) red[wi * N + narrow_row(c, q4)] = mx[c];
                     wg_sync(wg);
-                    float nm[4];
+                    float nm[NR];
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) {
+                    for (int c = 0; c < NR; ++c) {
                         nm[c] = mr[c];
 #pragma unroll
-                        for (int w = 0; w < 4; ++w) nm[c] = fmaxf(nm[c], red[w * 16 + narrow_row(c, q4)]);
+                        for (int w = 0; w < 4; ++w) nm[c] = fmaxf(nm[c], red[w * N + narrow_row(c, q4)]);
                     }
                     wgmma_wait<0>();  // a PV into O may still run
                     fence_regs(o);
                     rescale_n(nm);
                     if (wi == 0 && g == 0)
 #pragma unroll
-                        for (int c = 0; c < 4; ++c) xm[wg * 64 + narrow_row(c, q4)] = mr[c];
+                        for (int c = 0; c < NR; ++c) xm[wg * 64 + narrow_row(c, q4)] = mr[c];
                 }
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
+                for (int c = 0; c < NR; ++c) {
                     const float nmu = mr[c] == neg_inf() ? 0.f : -mr[c];
                     const int j = 4 * (c >> 1) + (c & 1);  // key g; j + 2: key g + 8
                     const float e0 = fast_exp2(fmaf(sacc[j], scale, nmu));
                     const float e1 = fast_exp2(fmaf(sacc[j + 2], scale, nmu));
                     lr[c] += e0 + e1;
-                    pa[0][c] = pack2<MT>(e0, e1);
+                    pa[c >> 2][c & 3] = pack2<MT>(e0, e1);  // (P of row c)
                 }
                 return moved;
             };
@@ -1226,15 +1240,16 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
-            // (narrow: P (16 rows x 64 keys) as the K-major B operand, this thread's keys g and g + 8 of
-            // its four rows; the warpgroup's own PV reads it next, hence the barrier)
+            // (narrow: P (M_TILE rows x 64 keys) as the K-major B operand, this thread's keys g and g + 8
+            // of its rows; the warpgroup's own PV reads it next, hence the barrier)
             auto store_p = [&]() {
                 if constexpr (Tr::NARROW) {
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) {
+                    for (int c = 0; c < Tr::ROWS; ++c) {
                         const int q = narrow_row(c, q4);
                         const unsigned row = sP_mine + q * 128 + g * 2;
-                        st_shared_halves(row + (((2 * wi) ^ (q & 7)) << 4), row + (((2 * wi + 1) ^ (q & 7)) << 4), pa[0][c]);
+                        st_shared_halves(row + (((2 * wi) ^ (q & 7)) << 4), row + (((2 * wi + 1) ^ (q & 7)) << 4),
+                                         pa[c >> 2][c & 3]);
                     }
                     fence_proxy_async();
                     wg_sync(wg);

@@ -301,8 +301,10 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
 template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
-// d (64 x 16) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x 16, smem, K-major).
-template <class T, int TA> __device__ __forceinline__ void wgmma_ss_n16(float (&d)[8], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x N, N = 16 or 32) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x N,
+// smem, K-major).
+template <class T, int N, int TA>
+__device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
@@ -329,16 +331,23 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
-// m64n16k16 from shared memory, A transposed (MN-major) when TA is 1.
-#define DCPATTN_SS_N16(T, PT, TA)                                                                                     \
-    template <> __device__ __forceinline__ void wgmma_ss_n16<T, TA>(float (&d)[8], unsigned long long da,              \
-                                                                    unsigned long long db, int accumulate) {           \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                                      \
-                     "wgmma.mma_async.sync.aligned.m64n16k16.f32." PT "." PT " "                                       \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, " #TA ", 0;\n}\n"                             \
-                     : DCPATTN_F8(d, 0)                                                                                \
+// m64nNk16 from shared memory (N = 16: 8 accumulators, 32: 16), A transposed (MN-major) when TA
+// is 1; OPS: the PTX operands (accumulators, then da, db and the accumulate flag's number)
+#define DCPATTN_SS_NARROW(T, PT, N, TA, DREGS, DA, DB, AC, OUTS)                                                      \
+    template <> __device__ __forceinline__ void wgmma_ss_narrow<T, N, TA>(float (&d)[N / 2], unsigned long long da,    \
+                                                                          unsigned long long db, int accumulate) {     \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " DA ", " DB            \
+                     ", p, 1, 1, " #TA ", 0;\n}\n"                                                                    \
+                     : OUTS                                                                                            \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }
+#define DCPATTN_SS_N16(T, PT, TA) DCPATTN_SS_NARROW(T, PT, 16, TA, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", \
+                                                    DCPATTN_F8(d, 0))
+#define DCPATTN_SS_N32(T, PT, TA)                                                                                     \
+    DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
+                      "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
+#define DCPATTN_COMMA ,
 
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
@@ -359,6 +368,8 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     }                                                                                                                  \
     DCPATTN_SS_N16(T, PT, 0)                                                                                           \
     DCPATTN_SS_N16(T, PT, 1)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 1)                                                                                           \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
@@ -398,6 +409,9 @@ DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_MMAS
 #undef DCPATTN_SS_N16
+#undef DCPATTN_SS_N32
+#undef DCPATTN_SS_NARROW
+#undef DCPATTN_COMMA
 // e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
 // transposed operand), 32 bytes of a row as a 16-bit k16 step is.
 template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], unsigned long long da, unsigned long long db,

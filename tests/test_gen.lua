@@ -294,13 +294,16 @@ do
         { { dtype = "fp16", dqk = 256, dv = 256 }, "gqa_fp16_d256_g8_m16" },
         { { dv = 0 }, "gqa_bf16_d128_g8_m16" },
         { { max_q_len = 0, page_size = 0 }, "gqa_bf16_d128_g8_m16" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 3 }, "mla_bf16_h16_m64" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h128_m64" },
-        -- at most 16 query rows: the narrow tile
+        -- at most 16 or 32 query rows: the narrow tiles
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m16" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h16_m16" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 2 }, "mla_bf16_h8_m16" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 3 }, "mla_bf16_h8_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 3 }, "mla_bf16_h8_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 32, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h32_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 5 }, "mla_bf16_h8_m64" },
         -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
         { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
