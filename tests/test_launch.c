@@ -318,6 +318,39 @@ int main(void) {
             CHECK(ok && ((uintptr_t)&mp->kp.k_tmap % 64) == 0, "MLA tensor map in the parameter block, 64-byte aligned");
             dcpattn_attn_plan_destroy(mp);
         }
+        /* an e4m3 cache: byte rows, unswizzled for the 64-row tile (converted in shared memory),
+           64-byte swizzled for the narrow tile (Hq 16 at q_len 1, whose wgmmas read the bytes as
+           they land) */
+        for (i = 0; i < 2; i++) {
+            dcpattn_attn_desc f = m;
+            dcpattn_attn_args ma = a;
+            f.kv_dtype = DCPATTN_FP8_E4M3;
+            f.num_q_heads = i ? 16 : 128;
+            f.max_q_len = 1;
+            f.page_size = 64;
+            ctx->compile_only = 1;
+            CHECK(dcpattn_attn_plan_create(ctx, &f, &mp) == 0, "MLA e4m3 plan: %s", dcpattn_last_error());
+            if (!mp) continue;
+            ctx->compile_only = 0;
+            mp->attn->fn = fake_fn;
+            ma.v_cache = ma.k_cache;
+            ma.out_stride_h = 0;
+            ma.k_stride_t = 576;
+            ma.k_stride_page = 576LL * 64;
+            ma.k_scale = ma.v_scale = (const float *)FAKE(0x200);
+            dcpattn__cu.TensorMapEncodeTiled = record_tmap;
+            memset(&tmap_rec, 0, sizeof tmap_rec);
+            nrecs = 0;
+            CHECK(dcpattn_attn_run(mp, &ma, NULL, 0, 0) == 0 && nrecs == 1, "MLA e4m3 run (Hq %d): %s", f.num_q_heads,
+                  dcpattn_last_error());
+            CHECK(strcmp(dcpattn_attn_variant(mp), i ? "mla_bf16_kve4m3_h16_m16" : "mla_bf16_kve4m3_h128_m64") == 0 &&
+                      tmap_rec.calls == 1 && tmap_rec.dtype == 0 && tmap_rec.stride[0] == 576 &&
+                      tmap_rec.stride[1] == 576ULL * 64 && tmap_rec.box[0] == 64 && tmap_rec.box[1] == 64 &&
+                      tmap_rec.swizzle == (i ? 2 : 0),
+                  "MLA e4m3 tensor map (%s): dtype %d, swizzle %d", dcpattn_attn_variant(mp), tmap_rec.dtype,
+                  tmap_rec.swizzle);
+            dcpattn_attn_plan_destroy(mp);
+        }
         /* the balanced schedule: NAME_balanced over num_sms / row_tiles workers per row tile; the
            workspace holds one state (33 x 256 x 16 bytes) and 8 words per CTA; a fresh odd token
            per run */
