@@ -3082,9 +3082,10 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->workers = p->workers;
     kp->kv_scale_per_head = d->kv_scale_per_head;
     if (p->workers && dcpattn__is_mla(d)) {
-        /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
+        /* per CTA: two state records (its first-run piece's, and its last-run piece's where that
+           ends a cut sequence: templates/mla.cuh, MlaSchedule), then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
-        p->flags_offset = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
+        p->flags_offset = 2u * ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
         p->workspace_bytes = p->flags_offset + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
     } else if (p->workers) {
         /* templates/attn.cuh, AttnSchedule: two partial-state slots of a row tile per worker and

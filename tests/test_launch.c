@@ -338,7 +338,7 @@ int main(void) {
                 mp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
                 ma.v_cache = ma.k_cache;
                 ma.out_stride_h = 0;
-                want = (size_t)w * rt * (33 * 256 * 16 + 64);
+                want = (size_t)w * rt * (2 * 33 * 256 * 16 + 64);
                 CHECK(w == (20 / rt > 1 ? 20 / rt : 1) && dcpattn_attn_num_splits(mp) == 1 &&
                           dcpattn_attn_workspace_size(mp) == want,
                       "MLA balanced: %d workers, %d row tiles, workspace %zu (want %zu)", w, rt,
@@ -353,7 +353,7 @@ int main(void) {
                 CHECK(nrecs == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w && r0->grid[1] == 1 &&
                           r0->grid[2] == (unsigned)rt && r0->p.attn.workers == w &&
                           r0->p.attn.o_part == (float *)FAKE(0x100000) &&
-                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 33 * 256 * 16 &&
+                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 2 * 33 * 256 * 16 &&
                           (tok1 & 1),
                       "MLA balanced launch: fn %p grid %u %u %u workers %d token %llx", (void *)r0->fn, r0->grid[0],
                       r0->grid[1], r0->grid[2], r0->p.attn.workers, tok1);
