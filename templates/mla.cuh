@@ -522,9 +522,12 @@ struct MlaSchedule {
     long long U;       // all units
     int b, u;          // current sequence, its units
     static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
+    // Restart units per sequence: with SPREAD's merge, near a piece's measured fixed cost (about
+    // 11 us against 1.9 us a tile, docs/performance.md "Where S3's time goes"), else the shared 2
+    static constexpr int RESTART = 5;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, DCPATTN_SCHED_RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
