@@ -522,12 +522,13 @@ struct MlaSchedule {
     long long U;       // all units
     int b, u;          // current sequence, its units
     static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
-    // Restart units per sequence: with SPREAD's merge, near a piece's measured fixed cost (about
-    // 11 us against 1.9 us a tile, docs/performance.md "Where S3's time goes"), else the shared 2
+    // Restart units per sequence with SPREAD's merge (p.spread): near a piece's measured fixed
+    // cost (about 11 us against 1.9 us a tile, docs/performance.md "Where S3's time goes");
+    // with the tree, the shared DCPATTN_SCHED_RESTART
     static constexpr int RESTART = 5;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, p.spread ? RESTART : DCPATTN_SCHED_RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
@@ -628,9 +629,9 @@ struct MlaSchedule {
     // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
                                             float &l_lo, float &l_hi, bool live) const {
-        if (U >= p.workers && !SPREAD) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, false);
+        if (U >= p.workers && !p.spread) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, false);
         const int slot = finisher(p) && s + u <= hi;  // (SPREAD: the sequence's last piece)
-        if (SPREAD && U >= p.workers && s >= lo && threadIdx.x == 0)  // (the first piece: before its flag)
+        if (p.spread && U >= p.workers && s >= lo && threadIdx.x == 0)  // (the first piece: before its flag)
             *counter(p, dcpattn_sched_owner(U, p.workers, s + u - 1)) = 0u;
         f4 *r = record(p, blockIdx.x, slot);
         if (live) {
@@ -655,15 +656,12 @@ struct MlaSchedule {
     // schedule's counter has, made ptxas serialize this kernel's wgmmas: C7520.) Against the
     // tree (the last piece ceil(log2(n + 1)) publications and reads after the others) the output
     // is written one publication and one read of a slice after the last piece's main loop.
-    // Unlike the tree, a finisher waits for a CTA launched after it (the last piece's): it
-    // relies on the grid's one wave being resident at once, which holds on an otherwise idle GPU
-    // but not where other kernels (NCCL's, another process's under MPS) hold SMs. An experiment
-    // to measure; kept only with a launch that guarantees residency (cooperative) or an order
-    // that waits downward only.
-    static constexpr bool SPREAD = true;
+    // Unlike the tree, a finisher waits for a CTA launched after it (the last piece's), so SPREAD
+    // needs every CTA resident at once: p.spread is set where the host launched the kernel as a
+    // cooperative one (include/dcpattn.h, attn_run); else the tree.
     // Whether this piece finishes its sequence's merge under SPREAD (a piece after the first).
     __device__ __forceinline__ bool finisher(const dcpattn_attn_kparams &p) const {
-        return SPREAD && U >= p.workers && s < lo;
+        return p.spread && U >= p.workers && s < lo;
     }
     // SPREAD's finish (above), by every thread of the CTA after its publish, for the job of
     // units [s, s + u) of U, whose packed rows start at query token q_begin (GROUP rows a token):

@@ -12,6 +12,7 @@
 
 typedef struct launch_rec {
     unsigned grid[3], block, smem, cluster[3];
+    int cooperative;
     dcpattn__CUfunction fn;
     union {
         dcpattn_attn_kparams attn;
@@ -30,6 +31,7 @@ static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsig
     (void)f, (void)by, (void)bz, (void)s, (void)extra;
     r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
     r->cluster[0] = r->cluster[1] = r->cluster[2] = 0;
+    r->cooperative = 0;
     r->fn = f;
     memcpy(&r->p, args[0], f == fake_fn || f == fake_balanced ? sizeof r->p.attn : sizeof r->p.merge);
     return 0;
@@ -43,7 +45,15 @@ static dcpattn__CUresult record_launch_ex(const dcpattn__CUlaunchConfig *c, dcpa
     for (i = 0; i < c->num_attrs; i++)
         if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
             memcpy(recs[(nrecs - 1) % 4].cluster, &c->attrs[i].value.cluster, sizeof recs[0].cluster);
+        else if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            recs[(nrecs - 1) % 4].cooperative = c->attrs[i].value.cooperative;
     return r;
+}
+/* cuLaunchKernelEx where a cooperative grid does not fit: records nothing */
+static dcpattn__CUresult launch_ex_too_large(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
+                                             void **extra) {
+    (void)c, (void)f, (void)args, (void)extra;
+    return DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 }
 static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
     (void)s;
@@ -361,6 +371,22 @@ int main(void) {
                 CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && r0->p.attn.token != tok1 &&
                           (r0->p.attn.token & 1),
                       "MLA balanced: a fresh token per run");
+                CHECK(!r0->cooperative && r0->p.attn.spread == 0, "MLA balanced without cuLaunchKernelEx: the tree");
+                /* with cuLaunchKernelEx: a cooperative launch and the spread merge; where the grid
+                   does not fit, a plain launch and the tree */
+                dcpattn__cu.LaunchKernelEx = record_launch_ex;
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 && r0->cooperative == 1 &&
+                          r0->p.attn.spread == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w,
+                      "MLA balanced, cooperative: %d launches, cooperative %d, spread %d", nrecs, r0->cooperative,
+                      r0->p.attn.spread);
+                dcpattn__cu.LaunchKernelEx = launch_ex_too_large;
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 && !r0->cooperative &&
+                          r0->p.attn.spread == 0 && r0->fn == fake_balanced,
+                      "MLA balanced, cooperative grid too large: %d launches, cooperative %d, spread %d", nrecs,
+                      r0->cooperative, r0->p.attn.spread);
+                dcpattn__cu.LaunchKernelEx = NULL;
                 dcpattn_attn_plan_destroy(mp);
             }
             m.num_splits = 1;
