@@ -763,6 +763,7 @@ typedef struct dcpattn__CUlaunchConfig {
 #define DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
 #define DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
 #define DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE 720
+#define DCPATTN__CUDA_ERROR_NOT_SUPPORTED 801
 
 /* The device and function attributes the library reads and sets, by cuda.h's values. */
 enum {
@@ -2412,7 +2413,8 @@ static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUf
 }
 /* fn as a cooperative kernel (every CTA resident at once: cuLaunchKernelEx's cooperative
    attribute, also kept by a CUDA graph's kernel node); the driver's result as it is, so that the
-   caller can take another way where the grid does not fit (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE). */
+   caller can take another way where the grid does not fit (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+   or the context takes no cooperative launch (CUDA_ERROR_NOT_SUPPORTED). */
 static dcpattn__CUresult dcpattn__launch_cooperative(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx,
                                                      unsigned gy, unsigned gz, void *params, dcpattn_stream stream) {
     dcpattn__CUlaunchAttribute attr;
@@ -3366,13 +3368,13 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         if (mla && dcpattn__cu.LaunchKernelEx) {
             /* MLA: the cut sequences' merge spread over their pieces (templates/mla.cuh, SPREAD),
                whose waits need every CTA resident: a cooperative launch; where the grid does not
-               fit (other work holding SMs), the merge tree, which waits only on CTAs launched
-               before the waiting one */
+               fit (other work holding SMs) or the context takes none, the merge tree, which waits
+               only on CTAs launched before the waiting one */
             dcpattn__CUresult r;
             kp.spread = 1;
             r = dcpattn__launch_cooperative(plan->attn, plan->fn_balanced, (unsigned)kp.workers, 1u,
                                             (unsigned)plan->row_tiles, &kp, stream);
-            if (r != DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+            if (r != DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && r != DCPATTN__CUDA_ERROR_NOT_SUPPORTED)
                 return dcpattn__cu_check(r, "attention launch (balanced, cooperative)");
             kp.spread = 0;
         }

@@ -49,11 +49,13 @@ static dcpattn__CUresult record_launch_ex(const dcpattn__CUlaunchConfig *c, dcpa
             recs[(nrecs - 1) % 4].cooperative = c->attrs[i].value.cooperative;
     return r;
 }
-/* cuLaunchKernelEx where a cooperative grid does not fit: records nothing */
-static dcpattn__CUresult launch_ex_too_large(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
-                                             void **extra) {
+/* cuLaunchKernelEx that refuses a cooperative grid with refusal_code (it does not fit, or the
+   context takes none): records nothing */
+static dcpattn__CUresult refusal_code;
+static dcpattn__CUresult launch_ex_refused(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
+                                           void **extra) {
     (void)c, (void)f, (void)args, (void)extra;
-    return DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    return refusal_code;
 }
 static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
     (void)s;
@@ -380,12 +382,20 @@ int main(void) {
                           r0->p.attn.spread == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w,
                       "MLA balanced, cooperative: %d launches, cooperative %d, spread %d", nrecs, r0->cooperative,
                       r0->p.attn.spread);
-                dcpattn__cu.LaunchKernelEx = launch_ex_too_large;
-                nrecs = 0;
-                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 && !r0->cooperative &&
-                          r0->p.attn.spread == 0 && r0->fn == fake_balanced,
-                      "MLA balanced, cooperative grid too large: %d launches, cooperative %d, spread %d", nrecs,
-                      r0->cooperative, r0->p.attn.spread);
+                dcpattn__cu.LaunchKernelEx = launch_ex_refused;
+                {
+                    static const dcpattn__CUresult refusals[2] = {DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                                                                  DCPATTN__CUDA_ERROR_NOT_SUPPORTED};
+                    int k;
+                    for (k = 0; k < 2; k++) {
+                        refusal_code = refusals[k];
+                        nrecs = 0;
+                        CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 &&
+                                  !r0->cooperative && r0->p.attn.spread == 0 && r0->fn == fake_balanced,
+                              "MLA balanced, cooperative launch refused (%d): %d launches, cooperative %d, spread %d",
+                              (int)refusal_code, nrecs, r0->cooperative, r0->p.attn.spread);
+                    }
+                }
                 dcpattn__cu.LaunchKernelEx = NULL;
                 dcpattn_attn_plan_destroy(mp);
             }
