@@ -684,15 +684,19 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS >= 6, "the flag and 5 schedule values");
+    static_assert(DCPATTN_BAL_WORDS >= 8, "the flag, 5 schedule values, SPREAD's counter and second flag");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
     int b, u;          // current sequence, its units
     static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
+    // Restart units per sequence with SPREAD's merge (p.spread): near a piece's measured fixed
+    // cost (about 11 us against 1.9 us a tile, docs/performance.md "Where S3's time goes");
+    // with the tree, the shared DCPATTN_SCHED_RESTART
+    static constexpr int RESTART = 5;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, DCPATTN_SCHED_RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, p.spread ? RESTART : DCPATTN_SCHED_RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
@@ -773,9 +777,19 @@ struct MlaSchedule {
     static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
         return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
     }
-    static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
-        return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
-               threadIdx.x;
+    // The state record of CTA (w, blockIdx.z) in slot `slot` (1: SPREAD's last piece of a cut
+    // sequence, the CTA's last-run piece; 0: any other), this thread's part of it.
+    static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w, int slot = 0) {
+        return reinterpret_cast<f4 *>(p.o_part) +
+               (((long long)w * 2 + slot) * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 + threadIdx.x;
+    }
+    // The publication flag of that record: word 0 of the CTA's words, word 7 for slot 1.
+    static __device__ __forceinline__ unsigned long long *flag(const dcpattn_attn_kparams &p, int w, int slot = 0) {
+        return words(p, w) + (slot ? 7 : 0);
+    }
+    // SPREAD's arrival counter of the cut sequence whose last piece CTA w runs: word 6.
+    static __device__ __forceinline__ unsigned *counter(const dcpattn_attn_kparams &p, int w) {
+        return reinterpret_cast<unsigned *>(words(p, w) + 6);
     }
     // Which of the thread's NR rows its O element i belongs to: the m64 tile's two (elements 4 k,
     // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), a narrow tile's N / 4 (mla_detail::narrow_c
@@ -792,8 +806,11 @@ struct MlaSchedule {
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
                                             float (&l)[NR], bool live) const {
         static_assert(NO / 4 + NR / 2 <= 33, "a thread's part of a record");
-        if (U >= p.workers) merge(p, o, m, l, live, false);
-        f4 *r = record(p, blockIdx.x);
+        if (U >= p.workers && !p.spread) merge(p, o, m, l, live, false);
+        const int slot = finisher(p) && s + u <= hi;  // (SPREAD: the sequence's last piece)
+        if (p.spread && U >= p.workers && s >= lo && threadIdx.x == 0)  // (the first piece: before its flag)
+            *counter(p, dcpattn_sched_owner(U, p.workers, s + u - 1)) = 0u;
+        f4 *r = record(p, blockIdx.x, slot);
         if (live) {
 #pragma unroll
             for (int i = 0; i < NO / 4; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
@@ -805,7 +822,132 @@ struct MlaSchedule {
         }
         fence_gpu();
         __syncthreads();
-        if (threadIdx.x == 0) st_release_u64(words(p, blockIdx.x), p.token);
+        if (threadIdx.x == 0) st_release_u64(flag(p, blockIdx.x, slot), p.token);
+    }
+    // SPREAD: where every worker holds a unit (U >= workers), a cut sequence's final merge is
+    // spread over its pieces but the first: every piece publishes its state, and piece f of
+    // pieces 0 .. n (f >= 1; the first one's CTA goes on to other sequences, the others have
+    // nothing left or run this piece last) waits for all n + 1 flags, adds every state for the
+    // columns of record f4 slots [32 (f - 1) / n, 32 f / n) (8 channels a slot in each
+    // warpgroup's half) and writes those channels of every row; piece 1 writes the LSE. Each adds
+    // the states in piece order, so the bits do not depend on timing. The finishers arrive on a
+    // counter in the last piece's words (word 6), which the first piece zeroes before it sets its
+    // flag (every finisher waits for that flag before it arrives); the last arrival resets the
+    // flags, so a graph replay starts clean. (A compare-and-swap loop there, as the GQA
+    // schedule's counter has, made ptxas serialize this kernel's wgmmas: C7520.) Against the
+    // tree (the last piece ceil(log2(n + 1)) publications and reads after the others) the output
+    // is written one publication and one read of a slice after the last piece's main loop.
+    // Unlike the tree, a finisher waits for a CTA launched after it (the last piece's), so SPREAD
+    // needs every CTA resident at once: p.spread is set where the host launched the kernel as a
+    // cooperative one (include/dcpattn.h, attn_run); else the tree.
+    // Whether this piece finishes its sequence's merge under SPREAD (a piece after the first).
+    __device__ __forceinline__ bool finisher(const dcpattn_attn_kparams &p) const {
+        return p.spread && U >= p.workers && s < lo;
+    }
+    // SPREAD's finish (above), by every thread of the CTA after its publish, for the job of
+    // units [s, s + u) of U, whose packed rows start at query token q_begin (GROUP rows a token):
+    // rows row0 + r of nrows; xm: the 2 x 64 words sum_warpgroups uses. Stores like store_rows.
+    // A call with scalar arguments: inlined, its unrolled loads took the balanced tile loop from
+    // 2541 to 2591 instructions (tests/sass_loops.sh).
+    template <class Tr>
+    static __device__ __noinline__ void finish(const dcpattn_attn_kparams &p, long long U, long long s, int u,
+                                               int q_begin, int row0, int nrows, int split, float *xm, int wg,
+                                               int r_lo, int r_hi, int q4, bool live) {
+        using T = typename Tr::T;
+        static_assert(!Tr::SPARSE, "the balanced schedule is dense MLA's");
+        auto row_out = [&](int R) -> AttnRowOut { return {p, q_begin + R / Tr::GROUP, R % Tr::GROUP}; };
+        constexpr int SL = 2;  // record slots added at once
+        const int w0 = dcpattn_sched_owner(U, p.workers, s), f = (int)blockIdx.x - w0;
+        const int n = dcpattn_sched_owner(U, p.workers, s + u - 1) - w0;  // (the last piece's index)
+        const int i0 = 32 * (f - 1) / n, i1 = 32 * f / n;
+        // (loops with uniform bounds and the thread's own conditions inside them: a loop that
+        // depends on the thread makes ptxas serialize the kernel's wgmmas, as in merge)
+#pragma unroll 1
+        for (int k = 0; k <= n; ++k) {
+            if (k == f) continue;
+            if (threadIdx.x == 0) {
+                const unsigned long long *fl = flag(p, w0 + k, k == n);
+                while (ld_acquire_u64(fl) != p.token) nanosleep_ns(100);
+            }
+        }
+        __syncthreads();
+        // this thread's rows: the pieces' maximum and weighted sums (online, in piece order)
+        float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
+#pragma unroll 4
+        for (int k = 0; k <= n; ++k) {
+            if (!live) continue;
+            const f4 st = ld_cg_f4(record(p, w0 + k, k == n) + 32 * 256);
+            const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
+            l_lo = fmaf(l_lo, state_weight(m_lo, nm_lo), st.z * state_weight(st.x, nm_lo));
+            l_hi = fmaf(l_hi, state_weight(m_hi, nm_hi), st.w * state_weight(st.y, nm_hi));
+            m_lo = nm_lo;
+            m_hi = nm_hi;
+        }
+        mla_detail::sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
+        float inv_lo = sum_inv(l_lo), inv_hi = sum_inv(l_hi);
+        if constexpr (Tr::FP8) {  // (value = e4m3 * v_scale)
+            inv_lo *= p.v_scale[0];
+            inv_hi *= p.v_scale[0];
+        }
+        const int R_lo = row0 + r_lo, R_hi = row0 + r_hi;
+        const bool split_out = p.num_splits > 1;
+#pragma unroll 1
+        for (int ib = i0; ib < i1; ib += SL) {
+            f4 acc[SL];
+#pragma unroll
+            for (int c = 0; c < SL; ++c) acc[c] = f4{0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4  // (loads of four pieces in flight)
+            for (int k = 0; k <= n; ++k) {
+                if (!live) continue;
+                const f4 *r = record(p, w0 + k, k == n);
+                const f4 st = ld_cg_f4(r + 32 * 256);
+                const float a_lo = state_weight(st.x, m_lo), a_hi = state_weight(st.y, m_hi);
+#pragma unroll
+                for (int c = 0; c < SL; ++c)
+                    if (ib + c < i1) {
+                        const f4 v = ld_cg_f4(r + (ib + c) * 256);
+                        acc[c].x = fmaf(v.x, a_lo, acc[c].x);
+                        acc[c].y = fmaf(v.y, a_lo, acc[c].y);
+                        acc[c].z = fmaf(v.z, a_hi, acc[c].z);
+                        acc[c].w = fmaf(v.w, a_hi, acc[c].w);
+                    }
+            }
+#pragma unroll
+            for (int c = 0; c < SL; ++c) {
+                const int i = ib + c;
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int R = half ? R_hi : R_lo;
+                    if (!live || i >= i1 || R >= nrows) continue;
+                    const float inv = half ? inv_hi : inv_lo;
+                    const float x = (half ? acc[c].z : acc[c].x) * inv, y = (half ? acc[c].w : acc[c].y) * inv;
+                    const AttnRowOut out = row_out(R);
+                    const int col = wg * 256 + 2 * q4 + i * 8;
+                    if (split_out)
+                        *reinterpret_cast<f2 *>(p.o_part + out.part(split) * Tr::DV + col) = f2{x, y};
+                    else
+                        *reinterpret_cast<unsigned *>(out.out(col)) = pack2<T>(x, y);
+                }
+            }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // the LSE, by piece 1
+            const int R = half ? R_hi : R_lo;
+            if (!live || f != 1 || wg != 0 || q4 != 0 || R >= nrows) continue;
+            const float lse2 = row_lse2(half ? m_hi : m_lo, half ? l_hi : l_lo);
+            const AttnRowOut out = row_out(R);
+            if (split_out)
+                p.lse_part[out.part(split)] = lse2;
+            else if (p.lse)
+                out.lse(lse2);
+        }
+        // the finishers arrive on the counter; the last to arrive cleans the flags and the
+        // counter for a replay
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(counter(p, w0 + n), 1u) + 1 == (unsigned)n) {
+#pragma unroll 1
+            for (int j = 0; j <= n; ++j) *reinterpret_cast<volatile unsigned long long *>(flag(p, w0 + j, j == n)) = 0ull;
+        }
     }
     // Whether worker w has any unit (with fewer units than workers, some have none and publish
     // nothing).
@@ -1539,10 +1681,15 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence
             // (a piece inside the merge tree adds its subtree's states first); that one adds the
             // tree's sums to its own first. See MlaSchedule.
-            // (narrow: every thread holds channels of every row)
+            // (narrow: every thread holds channels of every row; SPREAD is the m64 tile's, the host
+            // launches the narrow tiles with the tree)
             const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
-            if (role == MlaSchedule::PUBLISH) {
+            if (role == MlaSchedule::PUBLISH || (role == MlaSchedule::MERGE && sched.finisher(p))) {
                 sched.publish(p, o, mr, lr, live);
+                if constexpr (BALANCED && !Tr::NARROW)
+                    if (sched.finisher(p))
+                        MlaSchedule::finish<Tr>(p, sched.U, sched.s, sched.u, cta.q_begin, row0, nrows, cta.split,
+                                                xm, wg, r_lo, r_hi, q4, live);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
                 if constexpr (Tr::NARROW) {

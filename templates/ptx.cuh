@@ -316,7 +316,7 @@ template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
-// d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
+// d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major); e4m3: 64 x 32 and 32 x 64.
 template <class T> __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int accumulate);
 // d (64 x 128) += A (64 x 16, registers) * B (16 x 128, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db);
@@ -463,6 +463,13 @@ template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 32, 0>(float (
 template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 64, 0>(float (&d)[32], unsigned long long da,
                                                                         unsigned long long db, int accumulate) {
     wgmma_ss_n64<e4m3>(d, da, db, accumulate);
+}
+template <> __device__ __forceinline__ void wgmma_rs_n64<e4m3>(float (&d)[32], const unsigned (&a)[4], unsigned long long db,
+                                                              int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : DCPATTN_F32(d, 0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 #undef DCPATTN_F32
 #undef DCPATTN_F8

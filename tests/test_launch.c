@@ -12,6 +12,7 @@
 
 typedef struct launch_rec {
     unsigned grid[3], block, smem, cluster[3];
+    int cooperative;
     dcpattn__CUfunction fn;
     union {
         dcpattn_attn_kparams attn;
@@ -30,6 +31,7 @@ static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsig
     (void)f, (void)by, (void)bz, (void)s, (void)extra;
     r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
     r->cluster[0] = r->cluster[1] = r->cluster[2] = 0;
+    r->cooperative = 0;
     r->fn = f;
     memcpy(&r->p, args[0], f == fake_fn || f == fake_balanced ? sizeof r->p.attn : sizeof r->p.merge);
     return 0;
@@ -43,7 +45,17 @@ static dcpattn__CUresult record_launch_ex(const dcpattn__CUlaunchConfig *c, dcpa
     for (i = 0; i < c->num_attrs; i++)
         if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
             memcpy(recs[(nrecs - 1) % 4].cluster, &c->attrs[i].value.cluster, sizeof recs[0].cluster);
+        else if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            recs[(nrecs - 1) % 4].cooperative = c->attrs[i].value.cooperative;
     return r;
+}
+/* cuLaunchKernelEx that refuses a cooperative grid with refusal_code (it does not fit, or the
+   context takes none): records nothing */
+static dcpattn__CUresult refusal_code;
+static dcpattn__CUresult launch_ex_refused(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
+                                           void **extra) {
+    (void)c, (void)f, (void)args, (void)extra;
+    return refusal_code;
 }
 static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
     (void)s;
@@ -371,7 +383,7 @@ int main(void) {
                 mp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
                 ma.v_cache = ma.k_cache;
                 ma.out_stride_h = 0;
-                want = (size_t)w * rt * (33 * 256 * 16 + 64);
+                want = (size_t)w * rt * (2 * 33 * 256 * 16 + 64);
                 CHECK(w == (20 / rt > 1 ? 20 / rt : 1) && dcpattn_attn_num_splits(mp) == 1 &&
                           dcpattn_attn_workspace_size(mp) == want,
                       "MLA balanced: %d workers, %d row tiles, workspace %zu (want %zu)", w, rt,
@@ -386,7 +398,7 @@ int main(void) {
                 CHECK(nrecs == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w && r0->grid[1] == 1 &&
                           r0->grid[2] == (unsigned)rt && r0->p.attn.workers == w &&
                           r0->p.attn.o_part == (float *)FAKE(0x100000) &&
-                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 33 * 256 * 16 &&
+                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 2 * 33 * 256 * 16 &&
                           (tok1 & 1),
                       "MLA balanced launch: fn %p grid %u %u %u workers %d token %llx", (void *)r0->fn, r0->grid[0],
                       r0->grid[1], r0->grid[2], r0->p.attn.workers, tok1);
@@ -394,6 +406,30 @@ int main(void) {
                 CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && r0->p.attn.token != tok1 &&
                           (r0->p.attn.token & 1),
                       "MLA balanced: a fresh token per run");
+                CHECK(!r0->cooperative && r0->p.attn.spread == 0, "MLA balanced without cuLaunchKernelEx: the tree");
+                /* with cuLaunchKernelEx: a cooperative launch and the spread merge; where the grid
+                   does not fit, a plain launch and the tree */
+                dcpattn__cu.LaunchKernelEx = record_launch_ex;
+                nrecs = 0;
+                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 && r0->cooperative == 1 &&
+                          r0->p.attn.spread == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w,
+                      "MLA balanced, cooperative: %d launches, cooperative %d, spread %d", nrecs, r0->cooperative,
+                      r0->p.attn.spread);
+                dcpattn__cu.LaunchKernelEx = launch_ex_refused;
+                {
+                    static const dcpattn__CUresult refusals[2] = {DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                                                                  DCPATTN__CUDA_ERROR_NOT_SUPPORTED};
+                    int k;
+                    for (k = 0; k < 2; k++) {
+                        refusal_code = refusals[k];
+                        nrecs = 0;
+                        CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 &&
+                                  !r0->cooperative && r0->p.attn.spread == 0 && r0->fn == fake_balanced,
+                              "MLA balanced, cooperative launch refused (%d): %d launches, cooperative %d, spread %d",
+                              (int)refusal_code, nrecs, r0->cooperative, r0->p.attn.spread);
+                    }
+                }
+                dcpattn__cu.LaunchKernelEx = NULL;
                 dcpattn_attn_plan_destroy(mp);
             }
             m.num_splits = 1;
