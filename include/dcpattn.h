@@ -2382,11 +2382,31 @@ dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
 /* One launch of kernel fn of variant v (v->fn, or an other entry point of its module, with
    the same block and shared memory); cluster_x > 1 cuts grid.x into clusters of that many
    CTAs (cuLaunchKernelEx with the cluster dimension attribute). */
+/* fn over grid (gx, gy, gz) of the variant's blocks through cuLaunchKernelEx with one launch
+   attribute; the driver's result as it is. */
+static dcpattn__CUresult dcpattn__launch_ex(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx, unsigned gy,
+                                            unsigned gz, dcpattn__CUlaunchAttribute *attr, void *params,
+                                            dcpattn_stream stream) {
+    dcpattn__CUlaunchConfig cfg;
+    void *args[1];
+    args[0] = params;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.grid_x = gx;
+    cfg.grid_y = gy;
+    cfg.grid_z = gz;
+    cfg.block_x = (unsigned)v->threads;
+    cfg.block_y = 1;
+    cfg.block_z = 1;
+    cfg.shared_bytes = (unsigned)v->smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.num_attrs = 1;
+    return dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL);
+}
 static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx, unsigned gy,
                                          unsigned gz, unsigned cluster_x, void *params, dcpattn_stream stream,
                                          const char *what) {
     dcpattn__CUlaunchAttribute attr;
-    dcpattn__CUlaunchConfig cfg;
     void *args[1];
     args[0] = params;
     if (cluster_x <= 1)
@@ -2398,18 +2418,7 @@ static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUf
     attr.value.cluster.x = cluster_x;
     attr.value.cluster.y = 1;
     attr.value.cluster.z = 1;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid_x = gx;
-    cfg.grid_y = gy;
-    cfg.grid_z = gz;
-    cfg.block_x = (unsigned)v->threads;
-    cfg.block_y = 1;
-    cfg.block_z = 1;
-    cfg.shared_bytes = (unsigned)v->smem;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.num_attrs = 1;
-    return dcpattn__cu_check(dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL), what);
+    return dcpattn__cu_check(dcpattn__launch_ex(v, fn, gx, gy, gz, &attr, params, stream), what);
 }
 /* fn as a cooperative kernel (every CTA resident at once: cuLaunchKernelEx's cooperative
    attribute, also kept by a CUDA graph's kernel node); the driver's result as it is, so that the
@@ -2418,24 +2427,10 @@ static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUf
 static dcpattn__CUresult dcpattn__launch_cooperative(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx,
                                                      unsigned gy, unsigned gz, void *params, dcpattn_stream stream) {
     dcpattn__CUlaunchAttribute attr;
-    dcpattn__CUlaunchConfig cfg;
-    void *args[1];
-    args[0] = params;
     memset(&attr, 0, sizeof attr);
     attr.id = DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attr.value.cooperative = 1;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid_x = gx;
-    cfg.grid_y = gy;
-    cfg.grid_z = gz;
-    cfg.block_x = (unsigned)v->threads;
-    cfg.block_y = 1;
-    cfg.block_z = 1;
-    cfg.shared_bytes = (unsigned)v->smem;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.num_attrs = 1;
-    return dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL);
+    return dcpattn__launch_ex(v, fn, gx, gy, gz, &attr, params, stream);
 }
 static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
                                       unsigned cluster_x, void *params, dcpattn_stream stream, const char *what) {
