@@ -3365,12 +3365,11 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
         kp.workers = dcpattn__run_workers(plan->workers, (int64_t)a.batch * (mla ? 1 : plan->row_tiles));
-        if (mla && dcpattn__cu.LaunchKernelEx && plan->attn->rows == 64) {
-            /* MLA's 64-row tile: the cut sequences' merge spread over their pieces
-               (templates/mla.cuh, SPREAD), whose waits need every CTA resident: a cooperative
-               launch; where the grid does not fit (other work holding SMs) or the context takes
-               none, and on the narrow tiles, the merge tree, which waits only on CTAs launched
-               before the waiting one */
+        if (mla && dcpattn__cu.LaunchKernelEx) {
+            /* MLA: the cut sequences' merge spread over their pieces (templates/mla.cuh, SPREAD),
+               whose waits need every CTA resident: a cooperative launch; where the grid does not
+               fit (other work holding SMs) or the context takes none, the merge tree, which waits
+               only on CTAs launched before the waiting one */
             dcpattn__CUresult r;
             kp.spread = 1;
             r = dcpattn__launch_cooperative(plan->attn, plan->fn_balanced, (unsigned)kp.workers, 1u,

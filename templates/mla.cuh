@@ -871,17 +871,7 @@ struct MlaSchedule {
         const int w0 = dcpattn_sched_owner(U, p.workers, s), f = (int)blockIdx.x - w0;
         const int n = dcpattn_sched_owner(U, p.workers, s + u - 1) - w0;  // (the last piece's index)
         const int i0 = 32 * (f - 1) / n, i1 = 32 * f / n;
-        // (loops with uniform bounds and the thread's own conditions inside them: a loop that
-        // depends on the thread makes ptxas serialize the kernel's wgmmas, as in merge)
-#pragma unroll 1
-        for (int k = 0; k <= n; ++k) {
-            if (k == f) continue;
-            if (threadIdx.x == 0) {
-                const unsigned long long *fl = flag(p, w0 + k, k == n);
-                while (ld_acquire_u64(fl) != p.token) nanosleep_ns(100);
-            }
-        }
-        __syncthreads();
+        wait_pieces(p, w0, n, f);
         // this thread's rows: the pieces' maximum and weighted sums (online, in piece order)
         float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
 #pragma unroll 4
@@ -945,15 +935,118 @@ struct MlaSchedule {
         for (int half = 0; half < 2; ++half) {  // the LSE, by piece 1
             const int R = half ? R_hi : R_lo;
             if (!live || f != 1 || wg != 0 || q4 != 0 || R >= nrows) continue;
-            const float lse2 = row_lse2(half ? m_hi : m_lo, half ? l_hi : l_lo);
-            const AttnRowOut out = row_out(R);
-            if (split_out)
-                p.lse_part[out.part(split)] = lse2;
-            else if (p.lse)
-                out.lse(lse2);
+            write_lse(p, row_out(R), split, row_lse2(half ? m_hi : m_lo, half ? l_hi : l_lo));
         }
-        // the finishers arrive on the counter; the last to arrive cleans the flags and the
-        // counter for a replay
+        arrive_pieces(p, w0, n);
+    }
+    // SPREAD's finish on a narrow tile: the same, for the narrow tile's state (ROWS rows a
+    // thread, O^T elements as store_narrow maps them; red: the 8 x M_TILE floats sum_narrow uses);
+    // piece f takes record slots [SLOTS (f - 1) / n, SLOTS f / n) of the O_REGS / 4.
+    template <class Tr>
+    static __device__ __noinline__ void finish_narrow(const dcpattn_attn_kparams &p, long long U, long long s, int u,
+                                                      int q_begin, int row0, int nrows, int split, float *red, int wg,
+                                                      int wi, int lane) {
+        using T = typename Tr::T;
+        constexpr int NR = Tr::ROWS, E = Tr::S_REGS, SLOTS = Tr::O_REGS / 4;
+        static_assert(!Tr::SPARSE && Tr::NARROW, "the balanced schedule's narrow tile");
+        auto row_out = [&](int R) -> AttnRowOut { return {p, q_begin + R / Tr::GROUP, R % Tr::GROUP}; };
+        // a piece's row maxima and sums (record slots SLOTS.., NR of each)
+        auto read_ml = [&](const f4 *r, float (&ml)[2 * NR]) {
+#pragma unroll
+            for (int i = 0; i < NR / 2; ++i) {
+                const f4 v = ld_cg_f4(r + (SLOTS + i) * 256);
+                ml[4 * i] = v.x, ml[4 * i + 1] = v.y, ml[4 * i + 2] = v.z, ml[4 * i + 3] = v.w;
+            }
+        };
+        const int w0 = dcpattn_sched_owner(U, p.workers, s), f = (int)blockIdx.x - w0;
+        const int n = dcpattn_sched_owner(U, p.workers, s + u - 1) - w0;
+        const int i0 = SLOTS * (f - 1) / n, i1 = SLOTS * f / n, g = lane >> 2, q4 = lane & 3;
+        wait_pieces(p, w0, n, f);
+        // this thread's rows: the pieces' maximum and weighted sums (online, in piece order),
+        // then over the warps
+        float m[NR], l[NR], inv[NR];
+#pragma unroll
+        for (int c = 0; c < NR; ++c) m[c] = neg_inf(), l[c] = 0.f;
+#pragma unroll 4
+        for (int k = 0; k <= n; ++k) {
+            float ml[2 * NR];
+            read_ml(record(p, w0 + k, k == n), ml);
+#pragma unroll
+            for (int c = 0; c < NR; ++c) {
+                const float nm = fmaxf(m[c], ml[c]);
+                l[c] = fmaf(l[c], state_weight(m[c], nm), ml[NR + c] * state_weight(ml[c], nm));
+                m[c] = nm;
+            }
+        }
+        mla_detail::sum_narrow<Tr>(l, red, (int)(threadIdx.x >> 5), lane);
+#pragma unroll
+        for (int c = 0; c < NR; ++c) {
+            inv[c] = sum_inv(l[c]);
+            if constexpr (Tr::FP8) inv[c] *= p.v_scale[0];  // (value = e4m3 * v_scale)
+        }
+        const bool split_out = p.num_splits > 1;
+#pragma unroll 1
+        for (int i = i0; i < i1; ++i) {
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4  // (loads of four pieces in flight)
+            for (int k = 0; k <= n; ++k) {
+                const f4 *r = record(p, w0 + k, k == n);
+                float ml[2 * NR];
+                read_ml(r, ml);
+                const f4 v = ld_cg_f4(r + i * 256);
+                const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = mla_detail::narrow_c((4 * i + e) % E);
+                    acc[e] = fmaf(x[e], state_weight(ml[c], m[c]), acc[e]);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // element 4 i + e: block b, row c, half h (store_narrow's map)
+                const int b = (4 * i + e) / E, ee = (4 * i + e) % E, c = mla_detail::narrow_c(ee), h = (ee >> 1) & 1;
+                const int R = row0 + mla_detail::narrow_row(c, q4);
+                if (R >= nrows) continue;
+                const int ch = Tr::FP8N ? 256 * wg + 64 * wi + 8 * g + 2 * b + h : 256 * wg + 16 * wi + g + 64 * b + 8 * h;
+                const AttnRowOut out = row_out(R);
+                if (split_out)
+                    p.o_part[out.part(split) * Tr::DV + ch] = acc[e] * inv[c];
+                else
+                    *reinterpret_cast<unsigned short *>(out.out(ch)) = (unsigned short)pack2<T>(acc[e] * inv[c], 0.f);
+            }
+        }
+        if (f == 1 && wg == 0 && wi == 0 && lane < 4)  // the LSE, by piece 1 (store_narrow's owners)
+#pragma unroll
+            for (int c = 0; c < NR; ++c) {
+                const int R = row0 + mla_detail::narrow_row(c, lane);
+                if (R < nrows) write_lse(p, row_out(R), split, row_lse2(m[c], l[c]));
+            }
+        arrive_pieces(p, w0, n);
+    }
+    // SPREAD: a row's LSE, into the split partials or the output (as store_rows writes it).
+    static __device__ __forceinline__ void write_lse(const dcpattn_attn_kparams &p, const AttnRowOut &out, int split,
+                                                     float lse2) {
+        if (p.num_splits > 1)
+            p.lse_part[out.part(split)] = lse2;
+        else if (p.lse)
+            out.lse(lse2);
+    }
+    // SPREAD: waits for the flag of every piece of pieces 0 .. n (from worker w0) but f's own.
+    // (Loops with uniform bounds and the thread's own conditions inside them: a loop that
+    // depends on the thread makes ptxas serialize the kernel's wgmmas, as in merge.)
+    static __device__ __forceinline__ void wait_pieces(const dcpattn_attn_kparams &p, int w0, int n, int f) {
+#pragma unroll 1
+        for (int k = 0; k <= n; ++k) {
+            if (k == f) continue;
+            if (threadIdx.x == 0) {
+                const unsigned long long *fl = flag(p, w0 + k, k == n);
+                while (ld_acquire_u64(fl) != p.token) nanosleep_ns(100);
+            }
+        }
+        __syncthreads();
+    }
+    // SPREAD: the finishers arrive on the counter; the last to arrive cleans the flags and the
+    // counter for a replay.
+    static __device__ __forceinline__ void arrive_pieces(const dcpattn_attn_kparams &p, int w0, int n) {
         __syncthreads();
         if (threadIdx.x == 0 && atomicAdd(counter(p, w0 + n), 1u) + 1 == (unsigned)n) {
 #pragma unroll 1
@@ -1695,8 +1788,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence
             // (a piece inside the merge tree adds its subtree's states first); that one adds the
             // tree's sums to its own first. See MlaSchedule.
-            // (narrow: every thread holds channels of every row; SPREAD is the m64 tile's, the host
-            // launches the narrow tiles with the tree)
+            // (narrow: every thread holds channels of every row)
             const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH || (role == MlaSchedule::MERGE && sched.finisher(p))) {
                 sched.publish(p, o, mr, lr, live);
@@ -1704,6 +1796,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     if (sched.finisher(p))
                         MlaSchedule::finish<Tr>(p, sched.U, sched.s, sched.u, cta.q_begin, row0, nrows, cta.split,
                                                 xm, wg, r_lo, r_hi, q4, live);
+                if constexpr (BALANCED && Tr::NARROW)
+                    if (sched.finisher(p))
+                        MlaSchedule::finish_narrow<Tr>(p, sched.U, sched.s, sched.u, cta.q_begin, row0, nrows,
+                                                       cta.split, reinterpret_cast<float *>(gsm + Tr::SMEM_RED), wg,
+                                                       wi, lane);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
                 if constexpr (Tr::NARROW) {
