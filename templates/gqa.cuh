@@ -350,11 +350,11 @@ template <class Tr, bool STACKED> __device__ __forceinline__ float q_tile_to_e4m
 #pragma unroll
     for (int j = 0; j < MINE; ++j) {
         const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
+        if (STACKED && r >= Tr::M_TILE / 2) continue;  // zero rows: nothing to store
         unsigned hi[4], lo[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
             f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        if (STACKED && r >= Tr::M_TILE / 2) continue;
         const unsigned a = sQ + g_piece<Tr>(STACKED ? stacked_row(r) : r, c);
         const unsigned b = STACKED ? sQ + g_piece<Tr>(stacked_row(r) + 8, c) : a + Tr::Q8_BYTES;
         st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
