@@ -165,6 +165,14 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
+// sm_90: four 8x8 b16 matrices of a warp's fragments to shared memory (r[i]: row lane / 4,
+// columns 2 (lane % 4), + 1 of matrix i, the mma fragment layout); lane l gives the address of
+// row l % 8 of matrix l / 8 (16 contiguous bytes)
+__device__ __forceinline__ void stsm_x4(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
