@@ -842,13 +842,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
-            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile (key chunk n of
-            // row r at chunk n ^ (r % 8)), stored by stmatrix: pa[j] are the matrices (rows r_lo, r_hi) x
-            // (chunks 2j, 2j + 1), and this lane's row of matrix m = lane / 8, row 16 wi + 8 (m % 2) +
-            // lane % 8 and chunk 2j + m / 2, lies at p_row ^ (j << 5) (the row's base has bits 4-6 clear)
+            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile, stored from pa
+            // by stmatrix (sw128_stsm_store; p_row: this lane's row address)
             const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
             const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-            const unsigned p_row = sP_mine + (wi * 16 + (lane & 15)) * 128 + ((((lane >> 4) & 1) ^ (lane & 7)) << 4);
+            const unsigned p_row = sw128_stsm_row(sP_mine, wi, lane);
 
             // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
@@ -991,8 +989,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
             auto store_p = [&]() {
-#pragma unroll
-                for (int j = 0; j < 4; ++j) stsm_x4(p_row ^ (j << 5), pa[j]);
+                sw128_stsm_store(p_row, pa);
                 fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 
