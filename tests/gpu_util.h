@@ -206,6 +206,30 @@ GPU_FN void gpu_merge_init(gpu_merge *g, int n, int rows, int heads, int dim, in
    gpu_seen_empty_rows are plain statics: call data_*, rank_build, ref_sharded, ref_dense and
    verdict from one thread at a time; plan_for, rank_args, out_args, out_poison_on and
    out_fetch_on (one stream's work only) from any thread. */
+/* ---------------- tolerances (docs/contract.md 10) ----------------
+   out: the error against ref_attn in double may be at most twice the error of the same math
+   done in the input precision (ref_attn with emulate_lowp = 1: probabilities and out rounded
+   to bf16/fp16) plus a floor. The floor covers what the emulation does not model: fp32
+   instead of double accumulation, probabilities rounded against a running maximum rather
+   than the final one, split partials. fp16 keeps 3 more mantissa bits than bf16, so its
+   floors are 8x smaller. NaN never passes (ref_err_within counts it as bad). */
+GPU_FN double abs_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
+GPU_FN double rel_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
+/* lse is fp32 and compared in fp32. The kernel's scores are exact-product fp32 dot products
+   (error ~1e-6) but the row sum may be taken over probabilities already rounded to the input
+   type (the P that feeds P.V), which moves the sum by up to one half-ulp of that type in
+   relative terms (bf16 2^-9 ~ 2e-3, fp16 2^-12 ~ 2.4e-4) and lse by as much in absolute
+   value; merges add fp32 exp/log rounding. 1e-2 (bf16) and 2e-3 (fp16) leave a margin of
+   about 5x; base-2 lse is larger by 1/ln 2 and so is its tolerance. With an FP8 cache the
+   sm_90a GQA tile (and MLA's narrow tiles, test_gpu_mla) splits the query into two e4m3 parts,
+   about bf16's 8 significant bits, so its lse has bf16's tolerance whatever the query type
+   (ref_res.lse_dtype). An empty row must be -inf exactly (ref_compare3 counts anything else as
+   bad). */
+GPU_FN double lse_tol(int t, int base2) {
+    double v = t == DCPATTN_FP16 ? 2e-3 : 1e-2;
+    return base2 ? v / REF_LN2 : v;
+}
+
 #ifdef GPU_UTIL_ATTN
 GPU_FN double gpu_ref_seconds;        /* time spent in the CPU reference */
 GPU_FN long long gpu_seen_empty_rows; /* rows the reference called empty, over all verdicts */
@@ -224,28 +248,6 @@ GPU_FN void *xmalloc(size_t n) {
     return p;
 }
 
-/* ---------------- tolerances (docs/contract.md 10) ----------------
-   out: the error against ref_attn in double may be at most twice the error of the same math
-   done in the input precision (ref_attn with emulate_lowp = 1: probabilities and out rounded
-   to bf16/fp16) plus a floor. The floor covers what the emulation does not model: fp32
-   instead of double accumulation, probabilities rounded against a running maximum rather
-   than the final one, split partials. fp16 keeps 3 more mantissa bits than bf16, so its
-   floors are 8x smaller. NaN never passes (ref_err_within counts it as bad). */
-GPU_FN double abs_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
-GPU_FN double rel_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
-/* lse is fp32 and compared in fp32. The kernel's scores are exact-product fp32 dot products
-   (error ~1e-6) but the row sum may be taken over probabilities already rounded to the input
-   type (the P that feeds P.V), which moves the sum by up to one half-ulp of that type in
-   relative terms (bf16 2^-9 ~ 2e-3, fp16 2^-12 ~ 2.4e-4) and lse by as much in absolute
-   value; merges add fp32 exp/log rounding. 1e-2 (bf16) and 2e-3 (fp16) leave a margin of
-   about 5x; base-2 lse is larger by 1/ln 2 and so is its tolerance. With an FP8 cache the
-   sm_90a GQA tile splits the query into two e4m3 parts, about bf16's 8 significant bits, so
-   its lse has bf16's tolerance whatever the query type (ref_res.lse_dtype). An empty row must
-   be -inf exactly (ref_compare3 counts anything else as bad). */
-GPU_FN double lse_tol(int t, int base2) {
-    double v = t == DCPATTN_FP16 ? 2e-3 : 1e-2;
-    return base2 ? v / REF_LN2 : v;
-}
 
 /* ---------------- one batch of global sequences (host) ---------------- */
 #define MAX_HKV 64 /* KV heads with FP8 scales */
