@@ -40,21 +40,25 @@
 //   select          sparse only: sparse_select (sparse.cuh), the token's kept rows, once per CTA
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), FP8 with
 //                   a bf16 query q_tile_to_fp16, then load_q_rope (the rope block's Q
-//                   fragments, kept in registers)
+//                   fragments, kept in registers); narrow tiles: FP8 q_tile_to_e4m3n, no rope
+//                   fragments
 //   per tile
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
-//                   last tile's V rows past the last visible key); FP8: convert (convert_tile);
+//                   last tile's V rows past the last visible key); FP8 (CONVERT): convert (convert_tile);
 //                   sparse: sparse_gather (the producer warpgroup's cp.async of the kept rows),
 //                   release (warpgroup 0 is done with the bytes the next gather overwrites)
-//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
+//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block);
+//                   narrow FP8: qk8_block (a raw block's two e4m3 k-steps)
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
 //                   rescale (O and l when the reference max moves), store_p (P to shared
-//                   memory for the other warpgroup)
-//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile)
+//                   memory for the other warpgroup); narrow: softmax_narrow, rescale_n, adopt
+//                   (the other warpgroup's reference)
+//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile);
+//                   narrow: both through pv_narrow (P from shared memory; FP8: pv_fp8n)
 //   epilogue        sum_warpgroups (the two halves' row sums), store_rows (out and lse, or the
-//                   split's partial state)
+//                   split's partial state); narrow: sum_narrow, store_narrow
 //   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
 //                   that ends its sequence), MlaSchedule::merge (adds them, before the epilogue)
 // The lambdas stay lambdas: rescale as a function of its own changed the SASS of every MLA
