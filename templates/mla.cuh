@@ -179,7 +179,7 @@ struct MlaTraits {
     // FP8 on a narrow tile (FP8N): no fp16 tile; S^T on e4m3 wgmmas straight from the raw tile
     // (landed 64-byte swizzled) against Q split into e4m3 hi and lo rows, V^T converted in
     // registers (see "FP8 on the narrow tiles"). CONVERT: the other FP8 tiles, converted in place.
-    static constexpr bool FP8N = FP8 && NARROW, CONVERT = FP8 && !NARROW;
+    static constexpr bool FP8N = FP8 && NARROW && SPARSE_ROW_ == 0, CONVERT = FP8 && !FP8N;
     static constexpr int SACC = FP8N ? 2 * S_REGS : S_REGS;  // S's accumulators (FP8N: hi and lo columns)
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
@@ -203,15 +203,20 @@ struct MlaTraits {
     // the warps (red, 2 x 2 x 4 x M_TILE floats) after them; the block is P_BLOCK bytes
     static constexpr int SMEM_P1 = NARROW ? SMEM_P0 + M_TILE * 128 : SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;
     static constexpr int SMEM_RED = SMEM_P0 + 2 * M_TILE * 128;
-    static constexpr int P_BLOCK = NARROW && 2 * M_TILE * 128 + 64 * M_TILE > BLOCK_BYTES ? 2 * M_TILE * 128 + 64 * M_TILE
-                                                                                         : BLOCK_BYTES;
+    // (sparse narrow: the scales of stage 1's tile after red, 64 rows x 16 bytes)
+    static constexpr int SMEM_SC1 = SMEM_RED + 64 * M_TILE;
+    static constexpr int P_END = SMEM_SC1 + (SPARSE_ROW_ ? 64 * 16 : 0) - SMEM_P0;
+    static constexpr int P_BLOCK = NARROW && P_END > BLOCK_BYTES ? P_END : BLOCK_BYTES;
     static constexpr int SMEM_X = SMEM_P0 + P_BLOCK;                // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
     static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
     // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
     static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
     static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
-    static constexpr __device__ __forceinline__ int scales_at(int stage) { return stage ? SMEM_P1 : SMEM_SC; }
+    // (narrow: P1 is read by warpgroup 1's own PV too, so stage 1's scales have a slot of their own)
+    static constexpr __device__ __forceinline__ int scales_at(int stage) {
+        return stage ? (NARROW ? SMEM_SC1 : SMEM_P1) : SMEM_SC;
+    }
     // Sparse: an fp8ds row is 41 chunks of 16 bytes: 32 of e4m3 values, then the 4 scales (chunk
     // SP_SCALES), then 8 of bf16 RoPE
     static constexpr int SP_SCALES = 32;
@@ -220,8 +225,8 @@ struct MlaTraits {
     static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
-    static_assert(M_TILE == 64 || ((M_TILE == 16 || M_TILE == 32) && !SPARSE_ROW_),
-                  "tiles of 64 rows, or dense narrow tiles of 16 or 32");
+    static_assert(M_TILE == 64 || M_TILE == 16 || (M_TILE == 32 && !SPARSE_ROW_),
+                  "tiles of 64 rows, or narrow tiles of 16 (also sparse) or 32");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
@@ -637,10 +642,12 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
     for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
         if (R >= cta.nrows) continue;
-        float inv = sum_inv(l[c]);
-        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
-        const float lse2 = row_lse2(m[c], l[c]);
+        float mm = m[c], ll = l[c], inv = 1.f;
         const AttnRowOut out = cta.row_out(0, R);
+        if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, mm, ll);  // (mm, ll then include the sink)
+        inv *= sum_inv(ll);
+        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
+        const float lse2 = row_lse2(mm, ll);
         if (split_out) {
             const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + ch0;
@@ -871,8 +878,8 @@ struct SparseCta {
     const dcpattn_attn_kparams &p;
     long long t;
     int h0, b, split, row0, nrows, kv_begin, cta_hi, cta_lo, n_tiles;
-    __device__ __forceinline__ SparseCta(const dcpattn_attn_kparams &p_, long long t_, int h0_, int b_, int n)
-        : p(p_), t(t_), h0(h0_), b(b_), split(0), row0(0), nrows(min(64, p_.hq - h0_)), kv_begin(0), cta_hi(n),
+    __device__ __forceinline__ SparseCta(const dcpattn_attn_kparams &p_, long long t_, int h0_, int b_, int n, int m_tile)
+        : p(p_), t(t_), h0(h0_), b(b_), split(0), row0(0), nrows(min(m_tile, p_.hq - h0_)), kv_begin(0), cta_hi(n),
           cta_lo(n), n_tiles((n + 63) / 64) {}
     __device__ __forceinline__ bool empty() const { return false; }
     __device__ __forceinline__ int row_limit(int) const { return cta_hi; }
@@ -928,9 +935,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
-        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
+        // (topk + 1 words a CTA: the rows, then their count)
+        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * (p.topk + 1);
         sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
                                                           reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
+        if constexpr (Tr::NARROW) {
+            // the count through global memory: ptxas takes a value read from shared memory for one
+            // that may differ between the lanes, and the narrow tile's loop on it serialized the
+            // kernel's wgmmas (C7515); a load from one global address it does not
+            volatile long long *count = rows + p.topk;
+            if (tid == 0) *count = sp_n;
+            __syncthreads();
+            sp_n = (int)*count;
+        }
         // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
         if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
@@ -944,7 +961,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
         auto make_cta = [&]() -> Cta {
             if constexpr (Tr::SPARSE)
-                return Cta(p, sp_t, (int)blockIdx.y * M_TILE, sp_b, sp_n);
+                return Cta(p, sp_t, (int)blockIdx.y * M_TILE, sp_b, sp_n, M_TILE);
             else
                 return Cta(p, BALANCED ? sched.b : blockIdx.x / p.num_splits, BALANCED ? 0 : blockIdx.x % p.num_splits);
         };

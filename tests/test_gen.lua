@@ -239,6 +239,7 @@ do -- bad specs: compiler-style messages naming the problem
         { "mla_bf16_kvfp16_h16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
         { "sparse_bf16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'bf16'" },
         { "sparse_bf16_kvfp8ds_m64_sm80", "arch 80 not allowed" },
+        { "sparse_bf16_kvfp8ds_m16", "the sm_90 kernel only" },
         { "sparse_bf16_kvfp8ds_sm90", "malformed field 'sm90'" },
         { "sparse_fp16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'fp16'" },
         { "sparse_bf16_kvfp16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
@@ -327,7 +328,12 @@ do
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "e4m3", arch = 90 },
             "sparse_bf16_kve4m3_m64_sm90" },
         { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8",
+            arch = 90 }, "sparse_fp16_kve4m3_m16_sm90" },
+        { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 17, page_size = 64, sparse_topk = 64, kv_dtype = "fp8",
             arch = 90 }, "sparse_fp16_kve4m3_m64_sm90" },
+        -- at most 16 heads on sm_90a: the narrow tile (m16), the sm_90a kernel's only
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 2048, kv_dtype = "fp8ds", arch = 90 },
+            "sparse_bf16_kvfp8ds_m16_sm90" },
         { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "e4m3" },
             "sparse_fp16_kve4m3_m64" },
     }
