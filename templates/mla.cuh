@@ -1208,14 +1208,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             ld_shared_u2(vb + sw64(key * 64 + 8 * g), w[i][0], w[i][1]);
                             if (key >= valid) w[i][0] = w[i][1] = 0u;
                         }
-#pragma unroll
-                        for (int h = 0; h < 2; ++h)  // key pair h: registers 2 h (row g), 2 h + 1 (row g + 8)
-#pragma unroll
-                            for (int wd = 0; wd < 2; ++wd) {  // channels 4 wd.. -> blocks 2 wd, 2 wd + 1
-                                const unsigned x = w[2 * h][wd], y = w[2 * h + 1][wd];
-                                e4m3x4_to<fp16>(prmt(x, y, 0x5140u), a[2 * wd][2 * h], a[2 * wd][2 * h + 1]);
-                                e4m3x4_to<fp16>(prmt(x, y, 0x7362u), a[2 * wd + 1][2 * h], a[2 * wd + 1][2 * h + 1]);
-                            }
+                        e4m3_keypair_frags(w, a);
                         if (kk > 0) {  // the fragments of k-step kk - 1 are read
                             wgmma_wait<0>();
                             fence_regs(o);

@@ -1,0 +1,284 @@
+/* test_gpu_wgmma — what MLA's narrow tiles (templates/mla.cuh, "Narrow tiles" and "FP8 on the
+   narrow tiles") take for granted of Hopper's wgmma, each on one warpgroup against a CPU product
+   of small integers (exact in bf16, fp16 and e4m3, and their sums below 2^10 exact in any
+   accumulation, e4m3's included), so that a wrong layout
+   shows as a wrong element, not as an error that a tolerance hides:
+     1. S^T = K Q^T (m64n16k16, m64n32k16): A = K and B = Q, both K-major in 128-byte swizzle,
+        as the MLA kernel's stages and Q tile hold them;
+     2. O^T = V^T P^T: A = V as an MN-major 128-byte-swizzled operand (the bytes TMA lays for
+        K), B = P K-major;
+     3. S^T on e4m3 (m64n32k32, m64n64k32): A and B K-major in 64-byte swizzle (sw64), as an
+        e4m3 tile lands by TMA's SWIZZLE_64B;
+     4. O^T = V^T P^T with A from registers, built from an e4m3 tile in 64-byte swizzle by
+        e4m3_keypair_frags (templates/common.cuh), and its channel order;
+   every result read through the accumulator fragment map (row 16 w + g + 8 h, column 8 i +
+   2 q4 + e). Built with nvcc for sm_90a; without such a GPU it says so and runs nothing. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "ptx.cuh"
+#include "check.h"
+
+using namespace dcpattn;
+
+enum { KEYS = 64, SMEM = 64 * 1024 };
+
+// The position (row, column) of accumulator element j of this thread in a 64 x N tile.
+__device__ void frag_at(int j, int &row, int &col) {
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    row = 16 * wi + (lane >> 2) + 8 * ((j >> 1) & 1);
+    col = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+}
+// 128-byte swizzle of a byte offset inside a 1024-byte-aligned region (rows of 128 bytes).
+__device__ unsigned sw128(unsigned off) { return off ^ (((off >> 7) & 7u) << 4); }
+
+// rows x 64 16-bit values (row-major) into shared memory at dst, rows of 128 bytes, SW128
+__device__ void fill_sw128(unsigned dst, const unsigned short *src, int rows) {
+    for (int i = threadIdx.x; i < rows * 64; i += 128)
+        asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst + sw128((i >> 6) * 128 + (i & 63) * 2)), "h"(src[i]));
+}
+// this thread's accumulators of a 64 x N tile to d (row-major)
+template <int N> __device__ void store_tile(const float (&acc)[N / 2], float *d) {
+    for (int j = 0; j < N / 2; ++j) {
+        int r, c;
+        frag_at(j, r, c);
+        d[r * N + c] = acc[j];
+    }
+}
+
+// 1 (PV = 0): D (64 x N) = K (64 x 64) Q^T (Q: N x 64), bf16, both K-major SW128.
+// 2 (PV = 1): D (64 channels x N) = V^T P^T: a = V (64 keys x 64 channels) as the MN-major
+// SW128 operand, b = P (N x 64 keys) K-major SW128.
+template <int N, int PV> __global__ void __launch_bounds__(128) bf16_kernel(const unsigned short *a, const unsigned short *b, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sa = base, sb = base + 8192;
+    fill_sw128(sa, a, KEYS);
+    fill_sw128(sb, b, N);
+    fence_proxy_async();
+    __syncthreads();
+    float acc[N / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (PV)  // (16 keys a k-step: 16 rows of 128 bytes)
+            wgmma_ss_narrow<bf16, N, 1>(acc, sw128_desc(sa + kk * 16 * 128, 8192, 1024), sw128_desc(sb + kk * 32, 16, 1024),
+                                        kk > 0);
+        else
+            wgmma_ss_narrow<bf16, N, 0>(acc, sw128_desc(sa + kk * 32, 16, 1024), sw128_desc(sb + kk * 32, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    store_tile<N>(acc, d);
+}
+
+// 3: D (64 x NN) = K8 (64 x 64 bytes) Q8^T (NN x 64 bytes), e4m3, both K-major SW64.
+template <int NN> __global__ void __launch_bounds__(128) s8_kernel(const unsigned char *k, const unsigned char *q, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sk = base, sq = base + 4096;
+    for (int i = threadIdx.x; i < KEYS * 64; i += 128)
+        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sk + sw64(i)), "h"((unsigned short)k[i]));
+    for (int i = threadIdx.x; i < NN * 64; i += 128)
+        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sq + sw64(i)), "h"((unsigned short)q[i]));
+    fence_proxy_async();
+    __syncthreads();
+    float acc[NN / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+        wgmma_ss_narrow<e4m3, NN, 0>(acc, swz_desc<2>(sk + i * 32, 16, 512), swz_desc<2>(sq + i * 32, 16, 512), i > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    store_tile<NN>(acc, d);
+}
+
+// 4: D (256 channels x 16) = V8^T P^T: V8 (64 keys x 256 e4m3 channels) in four SW64 blocks of
+// 64 channels, A fragments in registers as the FP8 narrow tile builds them (warp w reads block
+// w, lane g its channels 8 g .. 8 g + 7; block b of the thread's rows: channels 2 b, 2 b + 1);
+// P (16 x 64 keys) fp16 K-major SW128.
+__global__ void __launch_bounds__(128) pv8_kernel(const unsigned char *v, const unsigned short *pm, float *d) {
+#ifdef __CUDA_ARCH__  // (the conversions are device code of sm_89 on)
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sv = base, sp = base + 16384;
+    for (int i = threadIdx.x; i < KEYS * 256; i += 128) {  // key i / 256, channel i % 256
+        const int key = i >> 8, c = i & 255;
+        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sv + (c >> 6) * 4096 + sw64(key * 64 + (c & 63))),
+                     "h"((unsigned short)v[i]));
+    }
+    fill_sw128(sp, pm, 16);
+    fence_proxy_async();
+    __syncthreads();
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+    float o[4][8];
+    for (int b = 0; b < 4; ++b)
+        for (int j = 0; j < 8; ++j) o[b][j] = 0.f;
+    const unsigned vb = sv + wi * 4096;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        unsigned w[4][2], a[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int key = 16 * kk + 2 * q4 + (i & 1) + 8 * (i >> 1);
+            ld_shared_u2(vb + sw64(key * 64 + 8 * g), w[i][0], w[i][1]);
+        }
+        e4m3_keypair_frags(w, a);
+        wgmma_fence();
+#pragma unroll
+        for (int b = 0; b < 4; ++b) wgmma_rs_narrow<fp16, 16>(o[b], a[b], sw128_desc(sp + kk * 32, 16, 1024));
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+    for (int b = 0; b < 4; ++b)
+        for (int j = 0; j < 8; ++j) {
+            int r, c;
+            frag_at(j, r, c);
+            const int ch = 64 * wi + 8 * g + 2 * b + ((r - 16 * wi - g) >> 3);  // (row g or g + 8)
+            d[ch * 16 + c] = o[b][j];
+        }
+#endif
+}
+
+// ---- host ----
+static unsigned short bf16_of(int x) {  // small integers are exact
+    float f = (float)x;
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return (unsigned short)(u >> 16);
+}
+static unsigned short fp16_of(int x) {  // |x| < 2048
+    unsigned short s = x < 0 ? 0x8000 : 0;
+    int a = abs(x), e = 0;
+    if (!a) return s;
+    while ((a >> e) > 1) e++;
+    return (unsigned short)(s | (unsigned short)((e + 15) << 10) | (unsigned short)(((a << (10 - e)) & 0x3ff)));
+}
+static unsigned char e4m3_of(int x) {  // |x| <= 15: exponent bias 7, three mantissa bits
+    unsigned char s = x < 0 ? 0x80 : 0;
+    int a = abs(x), e = 0;
+    if (!a) return s;
+    while ((a >> e) > 1) e++;
+    return (unsigned char)(s | ((e + 7) << 3) | (((a << (3 - e)) >> 0) & 7));
+}
+static int rnd(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
+
+// Uploads a and b, runs launch(a, b, d) on one warpgroup, and compares d with want (n floats).
+template <class Launch>
+static void run_case(const char *what, const void *a, size_t na, const void *b, size_t nb, const float *want, int n,
+                     Launch launch) {
+    void *da, *db;
+    float *dd, *got = (float *)malloc(sizeof(float) * (size_t)n);
+    int bad = 0, first = -1;
+    cudaMalloc(&da, na);
+    cudaMalloc(&db, nb);
+    cudaMalloc((void **)&dd, sizeof(float) * (size_t)n);
+    cudaMemcpy(da, a, na, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b, nb, cudaMemcpyHostToDevice);
+    cudaMemset(dd, 0xff, sizeof(float) * (size_t)n);  // (NaN where nothing is written)
+    launch(da, db, dd);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: launch", what);
+    cudaMemcpy(got, dd, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < n; i++)
+        if (!(got[i] == want[i])) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    CHECK(bad == 0, "%s: %d of %d elements differ (first [%d]: %g, want %g)", what, bad, n, first,
+          first >= 0 ? got[first] : 0.f, first >= 0 ? want[first] : 0.f);
+    cudaFree(da), cudaFree(db), cudaFree(dd);
+    free(got);
+}
+
+// want[r * cols + c] = sum over x < len of A(r, x) B(c, x), of small integers
+template <class FA, class FB> static void product(float *want, int rows, int cols, int len, FA A, FB B) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            int s = 0;
+            for (int x = 0; x < len; x++) s += A(r, x) * B(c, x);
+            want[r * cols + c] = (float)s;
+        }
+}
+
+// S^T = K Q^T (bf16, N query rows) and O^T = V^T P^T (bf16, N query rows)
+template <int N> static void test_bf16(void) {
+    static unsigned short k[KEYS * 64], q[N * 64];
+    static int ki[KEYS * 64], qi[N * 64];
+    static float want[KEYS * N];
+    char what[96];
+    for (int i = 0; i < KEYS * 64; i++) k[i] = bf16_of(ki[i] = rnd(-3, 3));
+    for (int i = 0; i < N * 64; i++) q[i] = bf16_of(qi[i] = rnd(0, 3));
+    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16 bf16, K-major SW128", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
+        bf16_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+    });
+    // the same K tile as V (64 keys x 64 channels), q as P (N x 64 keys)
+    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+            [&](int c, int key) { return qi[c * 64 + key]; });
+    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16 bf16, A MN-major SW128", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, 64 * N, [](void *a, void *b, float *d) {
+        bf16_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+    });
+}
+
+// S^T on e4m3 (NN columns)
+template <int NN> static void test_s8(void) {
+    static unsigned char k[KEYS * 64], q[NN * 64];
+    static int ki[KEYS * 64], qi[NN * 64];
+    static float want[KEYS * NN];
+    char what[96];
+    for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
+    for (int i = 0; i < NN * 64; i++) q[i] = e4m3_of(qi[i] = rnd(-3, 3));
+    product(want, KEYS, NN, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk32 e4m3, K-major SW64", NN);
+    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * NN, [](void *a, void *b, float *d) {
+        s8_kernel<NN><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned char *)b, d);
+    });
+}
+
+// O^T = V^T P^T from e4m3 key-pair fragments
+static void test_pv8(void) {
+    static unsigned char v[KEYS * 256];
+    static unsigned short p[16 * 64];
+    static int vi[KEYS * 256], pi[16 * 64];
+    static float want[256 * 16];
+    for (int i = 0; i < KEYS * 256; i++) v[i] = e4m3_of(vi[i] = rnd(-3, 3));
+    for (int i = 0; i < 16 * 64; i++) p[i] = fp16_of(pi[i] = rnd(0, 4));
+    product(want, 256, 16, KEYS, [&](int ch, int key) { return vi[key * 256 + ch]; },
+            [&](int c, int key) { return pi[c * 64 + key]; });
+    run_case("O^T = V^T P^T, m64n16k16 fp16, A from e4m3 key-pair fragments (SW64 tile)", v, sizeof v, p, sizeof p,
+             want, 256 * 16, [](void *a, void *b, float *d) {
+                 pv8_kernel<<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+             });
+}
+
+int main(void) {
+    int n = 0, major = 0, minor = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("no GPU found: GPU tests not run\n");
+        return check_summary();
+    }
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major != 9 || minor != 0) {
+        printf("no sm_90 GPU (device 0 is sm_%d%d): wgmma tests not run\n", major, minor);
+        return check_summary();
+    }
+    cudaFuncSetAttribute(bf16_kernel<16, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(s8_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(s8_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(pv8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    srand(12345);
+    for (int rep = 0; rep < 3; rep++) {  // (fresh random integers each time)
+        test_bf16<16>();
+        test_bf16<32>();
+        test_s8<32>();
+        test_s8<64>();
+        test_pv8();
+    }
+    return check_summary();
+}
