@@ -482,11 +482,13 @@ struct job_pool {
 
 static int g_hnd = 0;          /* --hnd: GQA pages head-major */
 
+/* The elements of a cache page of rows of d elements (either layout below). */
+static int64_t page_elems(const attn_case *c, int d) { return (int64_t)c->page * c->Hkv * d; }
 /* The strides (elements) of a cache of rows of d elements: pages token-major, [page][slot][head][d]
    (vLLM's layout), or with --hnd a GQA cache head-major, [page][head][slot][d] (each head's rows of
    a page contiguous). MLA's V is read from the K rows: its strides are K's (d = Dqk). */
 static void cache_strides(const attn_case *c, int d, int64_t *page, int64_t *t, int64_t *h) {
-    *page = (int64_t)c->page * c->Hkv * d;
+    *page = page_elems(c, d);
     *t = g_hnd && !c->mla ? d : (int64_t)c->Hkv * d;
     *h = g_hnd && !c->mla ? (int64_t)c->page * d : d;
 }
@@ -625,9 +627,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
     /* a batch that starts with a short sequence and ends with the longest: the two validated */
     const int group = c->Hq / c->Hkv, ppseq = (c->S + c->page - 1) / c->page, extra = 64;
     const int64_t num_pages = (int64_t)c->B * ppseq + extra, bt_stride = ppseq + 1;
-    int64_t k_page, v_page, unused_t, unused_h; /* elements a page: the caches' page strides */
-    cache_strides(c, c->Dqk, &k_page, &unused_t, &unused_h);
-    cache_strides(c, c->Dv, &v_page, &unused_t, &unused_h);
+    const int64_t k_page = page_elems(c, c->Dqk), v_page = page_elems(c, c->Dv); /* the caches' page strides */
     const int nval = c->B > 1 ? 2 : 1;
     const int vseq[2] = {0, c->B - 1};
     void *d_k = NULL, *d_v = NULL;
@@ -1599,8 +1599,7 @@ static int cpu_selftest(void) {
     const attn_case c = {"T", 0, 0, 3, 8, 2, 64, 64, 256, 16, 4, 1, 2, {3}, 0, 0};
     const int64_t L = pick_L(c.S, c.W, c.r, c.I);
     const int ppseq = c.S / c.page, q_len = 3, total_q = c.B * q_len;
-    int64_t k_page, unused_t, unused_h;
-    cache_strides(&c, c.Dqk, &k_page, &unused_t, &unused_h);
+    const int64_t k_page = page_elems(&c, c.Dqk);
     const int vseq[2] = {0, c.B - 1};
     uint64_t rng = 42;
     std::vector<uint16_t> hq((size_t)total_q * c.Hq * c.Dqk), kv[2], vv[2];
