@@ -1295,10 +1295,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile, stored from pa
-            // by stmatrix (sw128_stsm_store; p_row: this lane's row address)
+            // by stmatrix (sw128_stsm_store; p_row: this lane's row address; narrow: sw128_stsm_trans_row)
             const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
             const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-            const unsigned p_row = sw128_stsm_row(sP_mine, wi, lane);
+            const unsigned p_row = Tr::NARROW ? sw128_stsm_trans_row(sP_mine, wi, lane) : sw128_stsm_row(sP_mine, wi, lane);
 
             // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
@@ -1519,7 +1519,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // sums to l. Returns whether the reference moved (warpgroup-uniform).
             // Narrow: S^T holds keys (rows) x query rows (columns), so a row's max runs over the eight
             // lanes of a quad's column and the four warps; the warps' maxima meet in shared memory only
-            // when the reference moves. P goes to pa[0][c] (keys g and g + 8 of row c).
+            // when the reference moves. P goes to pa in accumulator pairs (one key, rows c and c + 1), for store_p.
             auto softmax_narrow = [&](int t) -> bool {
                 constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
                 if constexpr (Tr::FP8N)  // S = Q_hi K^T + Q_lo K^T: columns q and N + q
@@ -1565,14 +1565,17 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                         for (int c = 0; c < NR; ++c) xm[wg * 64 + narrow_row(c, q4)] = mr[c];
                 }
+                float nmu[NR];
 #pragma unroll
-                for (int c = 0; c < NR; ++c) {
-                    const float nmu = mr[c] == neg_inf() ? 0.f : -mr[c];
-                    const int j = 4 * (c >> 1) + (c & 1);  // key g; j + 2: key g + 8
-                    const float e0 = fast_exp2(fmaf(sacc[j], scale, nmu));
-                    const float e1 = fast_exp2(fmaf(sacc[j + 2], scale, nmu));
-                    lr[c] += e0 + e1;
-                    pa[c >> 2][c & 3] = pack2<MT>(e0, e1);  // (P of row c)
+                for (int c = 0; c < NR; ++c) nmu[c] = mr[c] == neg_inf() ? 0.f : -mr[c];
+#pragma unroll
+                for (int j = 0; j < Tr::S_REGS; j += 2) {  // elements j, j + 1: one key, rows c and c + 1
+                    const int c = narrow_c(j);
+                    const float e0 = fast_exp2(fmaf(sacc[j], scale, nmu[c]));
+                    const float e1 = fast_exp2(fmaf(sacc[j + 1], scale, nmu[c + 1]));
+                    lr[c] += e0;
+                    lr[c + 1] += e1;
+                    pa[j >> 3][(j >> 1) & 3] = pack2<MT>(e0, e1);  // (as sw128_stsm_trans_row takes them)
                 }
                 return moved;
             };
@@ -1626,17 +1629,13 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
-            // (narrow: P (M_TILE rows x 64 keys) as the K-major B operand, this thread's keys g and g + 8
-            // of its rows; the warpgroup's own PV reads it next, hence the barrier)
+            // (narrow: P (M_TILE rows x 64 keys) as the K-major B operand, from S^T's fragments by
+            // stmatrix .trans, see sw128_stsm_trans_row; the warpgroup's own PV reads it next, hence
+            // the barrier)
             auto store_p = [&]() {
                 if constexpr (Tr::NARROW) {
 #pragma unroll
-                    for (int c = 0; c < Tr::ROWS; ++c) {
-                        const int q = narrow_row(c, q4);
-                        const unsigned row = sP_mine + q * 128 + g * 2;
-                        st_shared_halves(row + (((2 * wi) ^ (q & 7)) << 4), row + (((2 * wi + 1) ^ (q & 7)) << 4),
-                                         pa[c >> 2][c & 3]);
-                    }
+                    for (int i = 0; i < Tr::M_TILE / 16; ++i) stsm_x4_trans(p_row + 2048 * i, pa[i]);
                     fence_proxy_async();
                     wg_sync(wg);
                 } else {

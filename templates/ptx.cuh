@@ -134,12 +134,6 @@ __device__ __forceinline__ void st_shared_u4(unsigned addr, const unsigned (&v)[
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
 }
-// The two 16-bit halves of w to two shared addresses (low half at lo, high half at hi).
-__device__ __forceinline__ void st_shared_halves(unsigned lo, unsigned hi, unsigned w) {
-    asm volatile("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\nst.shared.b16 [%0], l;\nst.shared.b16 [%1], h;\n}\n" ::"r"(lo),
-                 "r"(hi), "r"(w)
-                 : "memory");
-}
 #if __CUDA_ARCH__ >= 900
 #define DCPATTN_HAS_CLUSTERS 1
 DCPATTN_LD_SHARED(cluster, "shared::cluster")
@@ -179,6 +173,13 @@ __device__ __forceinline__ void stsm_x4(unsigned addr, const unsigned (&r)[4]) {
                  "r"(r[2]), "r"(r[3])
                  : "memory");
 }
+// The same, each matrix stored transposed (lane l gives the address of column l % 8 of matrix
+// l / 8: that column's eight 16-bit values, rows 0-7, in 16 contiguous bytes).
+__device__ __forceinline__ void stsm_x4_trans(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
 // stmatrix into a K-major 128-byte-swizzled wgmma operand tile at `tile` (1024-byte aligned;
 // 16-byte chunk n of row r at chunk n ^ (r % 8)): warp wi's 16 rows x 64 columns of 16-bit mma
 // fragments, frag[j] = the matrices (rows 16 wi + lane / 4, + 8) x (chunks 2j, 2j + 1). This lane
@@ -190,6 +191,15 @@ __device__ __forceinline__ unsigned sw128_stsm_row(unsigned tile, int wi, int la
 __device__ __forceinline__ void sw128_stsm_store(unsigned row, const unsigned (&frag)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) stsm_x4(row ^ (j << 5), frag[j]);
+}
+// stmatrix .trans of a 64 x N accumulator (warp wi: rows 16 wi + lane / 4, + 8) into the N x 64
+// K-major SW128 tile of its transpose, one x4 a 16 columns i: frag[i][m] packs the elements of
+// columns 2 (lane % 4), + 1 of column block 2 i + m / 2, row half m % 2 (an mma accumulator's pair
+// 4 j + 2 h, + 1), so matrix m lands as chunk 2 wi + m % 2 of tile rows 8 (2 i + m / 2) .. + 7.
+// This lane addresses tile row 8 (m / 2) + lane % 8 (m = lane / 8) of the 16: at
+// sw128_stsm_trans_row(tile, wi, lane) + 2048 i (16 rows further, the same swizzle).
+__device__ __forceinline__ unsigned sw128_stsm_trans_row(unsigned tile, int wi, int lane) {
+    return tile + (((lane >> 4) << 3) + (lane & 7)) * 128 + (((2 * wi + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
 }
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {

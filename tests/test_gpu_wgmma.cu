@@ -13,6 +13,8 @@
         e4m3_keypair_frags (templates/common.cuh), and its channel order;
      5. the 64-row tile's P: a warpgroup's 16-bit fragments stored by stmatrix
         (sw128_stsm_store, templates/ptx.cuh) land where the K-major SW128 operand holds them;
+     6. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
+        (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
    every result read through the accumulator fragment map (row 16 w + g + 8 h, column 8 i +
    2 q4 + e). Built with nvcc for sm_90a; without such a GPU it says so and runs nothing. */
 #include <cuda_runtime.h>
@@ -163,6 +165,31 @@ __global__ void __launch_bounds__(128) stsm_kernel(const unsigned short *p, cons
     }
 }
 
+// 6: the narrow P store. p: N rows x 64 keys (row-major); the thread's accumulator pairs (elements
+// 4 j + 2 h, + 1 of S^T: key 16 wi + g + 8 h, rows 8 j + 2 q4, + 1) packed as the narrow softmax
+// packs them, stored by stsm_x4_trans at sw128_stsm_trans_row, read back through the swizzle map.
+template <int N> __global__ void __launch_bounds__(128) stsm_narrow_kernel(const unsigned short *p, const unsigned short *, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u;
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+    for (int i = threadIdx.x; i < N * 64 / 2; i += 128)  // (rows a warp does not store stay zero)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + 4 * i), "r"(0u));
+    __syncthreads();
+    unsigned pa[4][4];
+    for (int j = 0; j < N / 2; j += 2) {
+        const int key = 16 * wi + g + 8 * ((j >> 1) & 1), q = 8 * (j >> 2) + 2 * q4;
+        pa[j >> 3][(j >> 1) & 3] = p[q * 64 + key] | (unsigned)p[(q + 1) * 64 + key] << 16;
+    }
+    const unsigned row = sw128_stsm_trans_row(base, wi, lane);
+    for (int i = 0; i < N / 16; ++i) stsm_x4_trans(row + 2048 * i, pa[i]);
+    __syncthreads();
+    for (int i = threadIdx.x; i < N * 64; i += 128) {
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(base + sw128((i >> 6) * 128 + (i & 63) * 2)));
+        d[i] = (float)v;
+    }
+}
+
 // ---- host ----
 static unsigned short bf16_of(int x) {  // small integers are exact
     float f = (float)x;
@@ -285,6 +312,18 @@ static void test_stsm(void) {
              [](void *a, void *, float *d) { stsm_kernel<<<1, 128, SMEM>>>((const unsigned short *)a, NULL, d); });
 }
 
+// the narrow tiles' P store (N query rows)
+template <int N> static void test_stsm_narrow(void) {
+    static unsigned short p[N * 64];
+    static float want[N * 64];
+    char what[96];
+    for (int i = 0; i < N * 64; i++) want[i] = p[i] = (unsigned short)rnd(0, 65535);
+    snprintf(what, sizeof what, "narrow P (%d rows) by stmatrix .trans into a K-major SW128 tile", N);
+    run_case(what, p, sizeof p, p, sizeof p, want, N * 64, [](void *a, void *, float *d) {
+        stsm_narrow_kernel<N><<<1, 128, SMEM>>>((const unsigned short *)a, NULL, d);
+    });
+}
+
 int main(void) {
     int n = 0, major = 0, minor = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -305,6 +344,8 @@ int main(void) {
     cudaFuncSetAttribute(s8_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(pv8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     srand(12345);
     for (int rep = 0; rep < 3; rep++) {  // (fresh random integers each time)
         test_bf16<16>();
@@ -313,6 +354,8 @@ int main(void) {
         test_s8<64>();
         test_pv8();
         test_stsm();
+        test_stsm_narrow<16>();
+        test_stsm_narrow<32>();
     }
     return check_summary();
 }
