@@ -282,6 +282,19 @@ __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const
     fence_proxy_async();
 }
 
+// A finished row (reference max m, sum l, both log2 domain) of the output `out`: the factor its O
+// takes (1 / l; sparse: the head's sink joins the row first; FP8: v_scale) and, in lse2, its LSE.
+template <class Tr>
+__device__ __forceinline__ float row_finish(const dcpattn_attn_kparams &p, const AttnRowOut &out, float m, float l,
+                                            float &lse2) {
+    float inv = 1.f;
+    if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, m, l);  // (m, l then include the sink)
+    inv *= sum_inv(l);
+    if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
+    lse2 = row_lse2(m, l);
+    return inv;
+}
+
 // Stage "epilogue": this thread's fragments of rows r_lo and r_hi, the channels of warpgroup wg,
 // normalized by the rows' sums l and written: to o_part and lse_part (split-KV across launches),
 // else to out and lse. Sparse: the head's sink (rank 0) joins the row first.
@@ -295,12 +308,9 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p, const 
     for (int half = 0; half < 2; ++half) {
         const int R = cta.row0 + (half ? r_hi : r_lo);
         if (R >= cta.nrows) continue;
-        float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo, inv = 1.f;
         const AttnRowOut out = cta.row_out(0, R);
-        if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, m, l);  // (m, l then include the sink)
-        inv *= sum_inv(l);
-        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
-        const float lse2 = row_lse2(m, l);
+        float lse2;
+        const float inv = row_finish<Tr>(p, out, half ? m_hi : m_lo, half ? l_hi : l_lo, lse2);
         if (split_out) {
             const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
@@ -642,12 +652,9 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
     for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
         if (R >= cta.nrows) continue;
-        float mm = m[c], ll = l[c], inv = 1.f;
         const AttnRowOut out = cta.row_out(0, R);
-        if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, mm, ll);  // (mm, ll then include the sink)
-        inv *= sum_inv(ll);
-        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
-        const float lse2 = row_lse2(mm, ll);
+        float lse2;
+        const float inv = row_finish<Tr>(p, out, m[c], l[c], lse2);
         if (split_out) {
             const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + ch0;
