@@ -542,8 +542,24 @@ template <class Tr>
 __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane, int g,
                                              int q4) {
     if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
+        // A fragment's words lie in two rows of the tile, so that ptxas may keep them as loaded and
+        // rebuild the register quad an MMA reads at every MMA. The first warp of each row group
+        // rewrites its 16 rows in fragment order (lane l's fragment f at (l F + f) * 16 of the
+        // group's region, as many bytes), and every warp of the group loads each quad in one piece.
+        constexpr int F = Tr::D / 16;
+        static_assert(Tr::ROW_BYTES == 2 * Tr::D, "a row group's region holds its lanes' fragments");
+        const unsigned region = sQ + wm * 16 * Tr::ROW_BYTES + lane * F * 16;
+        if (threadIdx.x / 32 < Tr::WARPS_M) {  // (warp = wm + WARPS_M wn: wn == 0)
+            unsigned w[F][4];
 #pragma unroll
-        for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
+            for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, w[2 * blk], w[2 * blk + 1]);
+            __syncwarp();
+#pragma unroll
+            for (int f = 0; f < F; ++f) st_shared_u4(region + f * 16, w[f]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int f = 0; f < F; ++f) ld_shared_u4(region + f * 16, qf[f]);
     } else if constexpr (Tr::WG && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 16; ++kk)
