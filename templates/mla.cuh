@@ -844,12 +844,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
-            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
-            // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
+            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile, stored from pa
+            // by stmatrix (sw128_stsm_store; p_row: this lane's row address)
             const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
             const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-            unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
-            unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
+            const unsigned p_row = sw128_stsm_row(sP_mine, wi, lane);
 
             // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
@@ -992,11 +991,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
             auto store_p = [&]() {
-#pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
-                    pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
-                }
+                sw128_stsm_store(p_row, pa);
                 fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 
