@@ -327,7 +327,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
 // ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
 // later).
-// Sparse: the stage's one mbarrier (bars) brings the whole raw tile. SCALED: raw blocks 0-7, the
+// Sparse: the stage's one mbarrier (bars) brings the whole raw tile, its rows past the kept ones
+// already zeros (sparse_gather), so no row is masked here. SCALED: raw blocks 0-7, the
 // rows' scales at sc (16 bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8
 // already in bf16; a value becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16,
 // then one rounding of its product with the scale split in two bf16 halves (bf16x2_scale); the
@@ -353,7 +354,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     auto put = [&](int blk, int k, const unsigned (&w)[4], Scale x) {
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
         unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
-        if (r < valid) {
+        if (Tr::SPARSE || r < valid) {  // (sparse: rows past the kept ones landed as zeros, sparse_gather)
             if constexpr (Tr::SCALED) {
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
@@ -442,25 +443,26 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
         const long long off = k < n ? rows[k] : -1;
         if (t == 1) nbar_sync<5, Tr::THREADS>();  // Q's rope block is read
         if (t >= 2) mbar_wait(bars + 8 * (BLOCKS * s + 1), ((t >> 1) - 1) & 1);  // raw_free[s] of tile t - 2
-        if (off >= 0) {
-            const char *row = kb + off;
+        {  // a row past the kept ones lands as zeros (nothing read: the conversion masks no row)
+            const int sz = off >= 0 ? 16 : 0;
+            const char *row = kb + (off >= 0 ? off : 0);
             const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
 #pragma unroll
             for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
-                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
+                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, sz);
             if constexpr (Tr::SCALED) {
-                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, sz);
                 const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
                     const int j = 4 * h + i;
-                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), sz);
                 }
             } else {
 #pragma unroll
                 for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
                     cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
-                                    row + 16 * (32 + 2 * h + i), 16);
+                                    row + 16 * (32 + 2 * h + i), sz);
             }
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
