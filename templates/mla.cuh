@@ -316,8 +316,8 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
 // tokens x 64 bytes at raw_at(b), each on its mbarrier at bars + 8 b with parity par), into the
 // stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of
-// one warpgroup (tw: the thread's index in it); token rows from `valid` on (past the last visible
-// key, where unused slots may hold NaN) become zeros. A thread takes 16-byte pieces i = tw,
+// one warpgroup (tw: the thread's index in it); V's token rows from `valid` on (past the last
+// visible key, where unused slots may hold NaN) then become zeros (K's are masked in the softmax). A thread takes 16-byte pieces i = tw,
 // tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and writes chunks 2 (i % 4)
 // and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and writes rows whose swizzle
 // spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie where 16-bit blocks 0-3
@@ -353,25 +353,23 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     };
     auto put = [&](int blk, int k, const unsigned (&w)[4], Scale x) {
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
-        unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
-        if (Tr::SPARSE || r < valid) {  // (sparse: rows past the kept ones landed as zeros, sparse_gather)
-            if constexpr (Tr::SCALED) {
+        unsigned a[4], b[4];
+        if constexpr (Tr::SCALED) {
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
-                    e4m3x4_to<bf16>(w[2 + j], b[2 * j], b[2 * j + 1]);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    a[j] = bf16x2_scale(a[j], x.hi, x.lo);
-                    b[j] = bf16x2_scale(b[j], x.hi, x.lo);
-                }
-            } else {
-                e4m3x4_to<fp16>(w[0], a[0], a[1]);
-                e4m3x4_to<fp16>(w[1], a[2], a[3]);
-                e4m3x4_to<fp16>(w[2], b[0], b[1]);
-                e4m3x4_to<fp16>(w[3], b[2], b[3]);
+            for (int j = 0; j < 2; ++j) {
+                e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
+                e4m3x4_to<bf16>(w[2 + j], b[2 * j], b[2 * j + 1]);
             }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                a[j] = bf16x2_scale(a[j], x.hi, x.lo);
+                b[j] = bf16x2_scale(b[j], x.hi, x.lo);
+            }
+        } else {
+            e4m3x4_to<fp16>(w[0], a[0], a[1]);
+            e4m3x4_to<fp16>(w[1], a[2], a[3]);
+            e4m3x4_to<fp16>(w[2], b[0], b[1]);
+            e4m3x4_to<fp16>(w[3], b[2], b[3]);
         }
         const unsigned row = st + blk * Tr::BLOCK_BYTES + r * 128;
         st_shared_u4(row + (((2 * h) ^ (r & 7)) << 4), a);
@@ -416,6 +414,13 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     }
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(b, b);
+    if (!Tr::SPARSE && valid < Tr::KV_TILE) {  // (the last tile of a piece only)
+        const unsigned zero[4] = {0u, 0u, 0u, 0u};
+        const int v0 = max(valid, 0);
+        wg_sync(wg);  // the conversion's stores to those rows are done
+        for (int idx = tw; idx < (Tr::KV_TILE - v0) * 64; idx += 128)  // rows v0.. of V's 8 blocks, 8 chunks each
+            st_shared_u4(st + ((idx >> 3) & 7) * Tr::BLOCK_BYTES + (v0 + (idx >> 6)) * 128 + ((idx & 7) << 4), zero);
+    }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
 }
@@ -430,7 +435,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 // block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile); of a SCALED row (41 chunks) the
 // RoPE chunks 4 h .. 4 h + 3 (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales,
 // to scales_at(stage); of an e4m3 row (36 chunks) the RoPE chunks 32 + 2 h, 33 + 2 h to raw
-// block 8. Rows past the list read nothing (the conversion writes zeros there).
+// block 8. Rows past the list land as zeros (copies that read nothing).
 template <class Tr>
 __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, const long long *rows, int n,
                                               unsigned base, unsigned bars, int pt) {
