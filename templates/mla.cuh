@@ -315,18 +315,18 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
 // tokens x 64 bytes at raw_at(b), each on its mbarrier at bars + 8 b with parity par), into the
-// stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of
-// one warpgroup (tw: the thread's index in it); V's token rows from `valid` on (past the last
-// visible key, where unused slots may hold NaN) then become zeros (K's are masked in the softmax). A thread takes 16-byte pieces i = tw,
-// tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and writes chunks 2 (i % 4)
-// and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and writes rows whose swizzle
-// spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie where 16-bit blocks 0-3
-// go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes; the order keeps every
-// raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw byte), the four
-// loaded before any is converted; raw 8 and 0-3 into registers; the warpgroup meets; 8, 0-3. The
-// caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
-// ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
-// later).
+// stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of one
+// warpgroup (tw: the thread's index in it); V's token rows from `valid` on (past the last visible
+// key, where unused slots may hold NaN) then become zeros (K's are masked in the softmax). A thread
+// takes 16-byte pieces i = tw, tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and
+// writes chunks 2 (i % 4) and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and
+// writes rows whose swizzle spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie
+// where 16-bit blocks 0-3 go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes;
+// the order keeps every raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw
+// byte), the four loaded before any is converted; raw 8 and 0-3 into registers; the warpgroup
+// meets; 8, 0-3. The caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more.
+// Ends with the tile ready for the warpgroup's wgmma (the other warpgroup reads its V half after a
+// barrier it meets later).
 // Sparse: the stage's one mbarrier (bars) brings the whole raw tile, its rows past the kept ones
 // already zeros (sparse_gather), so no row is masked here. SCALED: raw blocks 0-7, the
 // rows' scales at sc (16 bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8
