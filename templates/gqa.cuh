@@ -430,7 +430,12 @@ template <class Tr> struct KvGather {
     int warp, kv_begin, cta_hi;
     unsigned sGK, sGV;
     int slot, pg;  // slot and page (-1: past the end, zero fill) of lk_tok in the next tile to issue
-    unsigned so0;  // where this lane's chunk of pass 0 goes in a stage
+    // SO0: pass j lies j * WARPS * WROWS rows below pass 0, a multiple of 8 rows, so its swizzle is
+    // pass 0's and its offset so0 plus a constant, which ptxas then need not rebuild every tile; only
+    // for 16-bit caches on tiles with the whole register file's 255 a thread (elsewhere the register
+    // it holds cost more than it saved: tests/sass_loops.sh)
+    static constexpr bool SO0 = !Tr::FP8 && (Tr::WARPS * WROWS) % 8 == 0 && Tr::THREADS * Tr::MIN_BLOCKS <= 256;
+    unsigned so0;  // SO0: where this lane's chunk of pass 0 goes in a stage
 
     __device__ __forceinline__ KvGather(const dcpattn_attn_kparams &p_, const GqaCta<Tr> &cta, int kvh, unsigned sGK_,
                                         unsigned sGV_, int lane, int warp_)
@@ -451,7 +456,7 @@ template <class Tr> struct KvGather {
         cta_hi = cta.cta_hi;
         sGK = sGK_;
         sGV = sGV_;
-        so0 = g_off<Tr>(warp * WROWS + ld_sub, ld_c);
+        so0 = SO0 ? g_off<Tr>(warp * WROWS + ld_sub, ld_c) : 0u;
     }
 
     // pg and slot of this lane's lookup token of the tile at key ts
@@ -483,11 +488,8 @@ template <class Tr> struct KvGather {
             const int tk = j * (Tr::WARPS * WROWS) + warp * WROWS + ld_sub;
             if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
             const bool ok = ts + tk < cta_hi;
-            // (pass j is j * WARPS * WROWS rows below pass 0: where that is a multiple of 8 rows the
-            // swizzle is pass 0's and the offset one add, which ptxas need not redo every tile)
-            const unsigned so = stage * Tr::G_TILE_BYTES +
-                                ((Tr::WARPS * WROWS) % 8 == 0 ? so0 + j * (Tr::WARPS * WROWS / 8) * G_PITCH8<Tr>
-                                                              : g_off<Tr>(tk, ld_c));
+            const unsigned so =
+                stage * Tr::G_TILE_BYTES + (SO0 ? so0 + j * (Tr::WARPS * WROWS / 8) * G_PITCH8<Tr> : g_off<Tr>(tk, ld_c));
             cp_async16_or_zero(sGK + so, kb + jko, ok);
             cp_async16_or_zero(sGV + so, vb + jvo, ok);
         }
