@@ -1783,35 +1783,36 @@ static void dcpattn__compile_info(dcpattn_compile_info *info, const dcpattn__var
 }
 
 /* A loaded attention variant's optional kernels, NAME_balanced and NAME_balanced_stacked (NULL
-   where the module has none). Where the driver lists a module's kernels only the listed ones are
-   looked up, so that no lookup fails (compute-sanitizer reports a failed one as an API error);
-   an older driver is asked for each by name. */
+   where the module has none). Where the driver lists a module's kernels (at most 8 here: a
+   module has up to 3) they are taken from that list, so that no lookup fails (compute-sanitizer
+   reports a failed one as an API error); an older driver is asked for each by name. */
 static void dcpattn__optional_kernels(dcpattn__variant *v, const char *name) {
     static const char *const suffix[2] = {"_balanced", "_balanced_stacked"};
-    dcpattn__CUfunction *dst[2];
+    dcpattn__CUfunction *dst[2], fns[8];
     char want[2][192];
-    int listed[2] = {1, 1}, k;
+    unsigned n = 0, i;
+    int k;
     dst[0] = &v->fn_balanced;
     dst[1] = &v->fn_balanced_stacked;
-    for (k = 0; k < 2; k++)
+    for (k = 0; k < 2; k++) {
         snprintf(want[k], sizeof want[k], "%s%s", name, suffix[k]);
-    if (dcpattn__cu.ModuleGetFunctionCount && dcpattn__cu.ModuleEnumerateFunctions && dcpattn__cu.FuncGetName) {
-        dcpattn__CUfunction fns[8];
-        unsigned n = 0, i;
-        if (dcpattn__cu.ModuleGetFunctionCount(&n, v->module) == 0 && n <= 8 &&
-            dcpattn__cu.ModuleEnumerateFunctions(fns, n, v->module) == 0) {
-            listed[0] = listed[1] = 0;
-            for (i = 0; i < n; i++) {
-                const char *got = NULL;
-                if (dcpattn__cu.FuncGetName(&got, fns[i]) != 0 || !got)
-                    continue;
-                for (k = 0; k < 2; k++)
-                    listed[k] |= strcmp(got, want[k]) == 0;
-            }
+        *dst[k] = NULL;
+    }
+    if (dcpattn__cu.ModuleGetFunctionCount && dcpattn__cu.ModuleEnumerateFunctions && dcpattn__cu.FuncGetName &&
+        dcpattn__cu.ModuleGetFunctionCount(&n, v->module) == 0 && n <= 8 &&
+        dcpattn__cu.ModuleEnumerateFunctions(fns, n, v->module) == 0) {
+        for (i = 0; i < n; i++) {
+            const char *got = NULL;
+            if (dcpattn__cu.FuncGetName(&got, fns[i]) != 0 || !got)
+                continue;
+            for (k = 0; k < 2; k++)
+                if (strcmp(got, want[k]) == 0)
+                    *dst[k] = fns[i];
         }
+        return;
     }
     for (k = 0; k < 2; k++)
-        if (!listed[k] || dcpattn__cu.ModuleGetFunction(dst[k], v->module, want[k]) != 0)
+        if (dcpattn__cu.ModuleGetFunction(dst[k], v->module, want[k]) != 0)
             *dst[k] = NULL;
 }
 
