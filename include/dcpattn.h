@@ -410,9 +410,10 @@ typedef struct dcpattn_attn_args {
    out scaled to match), so the merge or combine of the W ranks' partials gives unsharded
    attention with the sink; a rank-0 row keeping no id gives out = 0, lse = sink. Sparse
    plans take num_splits 0 or 1 (one CTA per query token and 64 heads). An FP8 cache (FP8_DS_MLA,
-   FP8_E4M3) on sm_90a runs on the MLA kernel's wgmma pipeline (variant ..._sm90), whose plans
-   need a workspace of max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8 bytes (each
-   CTA's kept rows and their count); elsewhere mma.sync, on sm_80 and newer, with no workspace. */
+   FP8_E4M3) on sm_90a runs on the MLA kernel's wgmma pipeline (variant ..._sm90), whose plans need
+   a workspace of max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8 bytes, rounded up to
+   a multiple of 256 (each CTA's kept rows and their count); elsewhere mma.sync, on sm_80 and newer,
+   with no workspace. */
 #define DCPATTN_SPARSE_MAX_TOPK 2048
 
 typedef struct dcpattn_attn_plan dcpattn_attn_plan;
