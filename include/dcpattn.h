@@ -3277,14 +3277,11 @@ static unsigned long long dcpattn__run_token(void) {
 /* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
    tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
    min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles; an e4m3
-   cache: bytes, unswizzled (the kernel converts each box into a swizzled 16-bit tile). */
-/* The MLA kernel's tensor map over the paged pool (templates/mla.cuh, "Loads"): 16-bit rows in
-   128-byte swizzled boxes; e4m3 rows unswizzled (converted in shared memory), or 64-byte
-   swizzled for the narrow tiles (rows < 64: their wgmmas read the e4m3 bytes as they land). */
-static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, int rows,
-                                        dcpattn_attn_kparams *kp) {
-    enum { UINT8 = 0, UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3,
-           L2_256B = 3, OOB_FILL_NONE = 0 }; /* cuda.h's values */
+   cache: bytes, unswizzled, for every row tile (the kernel converts each tile into a swizzled
+   16-bit tile in shared memory: templates/mla.cuh, "FP8 (e4m3) cache"). */
+static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
+    enum { UINT8 = 0, UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3,
+           OOB_FILL_NONE = 0 }; /* cuda.h's values */
     const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3;
     const unsigned long long esize = fp8 ? 1u : 2u;
     const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
@@ -3299,8 +3296,7 @@ static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpatt
                              (long long)a->num_pages, (long long)a->k_stride_page);
     return dcpattn__cu_check(dcpattn__cu.TensorMapEncodeTiled(kp->k_tmap, fp8 ? UINT8 : UINT16, 3u, (void *)a->k_cache, dim,
                                                               stride, box, one, INTERLEAVE_NONE,
-                                                              !fp8 ? SWIZZLE_128B : rows < 64 ? SWIZZLE_64B : SWIZZLE_NONE,
-                                                              L2_256B, OOB_FILL_NONE),
+                                                              fp8 ? SWIZZLE_NONE : SWIZZLE_128B, L2_256B, OOB_FILL_NONE),
                              "attn: MLA cuTensorMapEncodeTiled");
 }
 
@@ -3356,7 +3352,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
     if (d->sparse_topk)
         return dcpattn__sparse_launch(plan, &a, &kp, workspace, stream);
     if (dcpattn__is_mla(d))
-        DCPATTN__TRY(dcpattn__mla_tmap(d, &a, plan->attn->rows, &kp));
+        DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
         const int mla = dcpattn__is_mla(d);
         if (!plan->fn_balanced)

@@ -120,21 +120,6 @@ template <> __device__ __forceinline__ void e4m3x4_to<fp16>(unsigned w, unsigned
 template <> __device__ __forceinline__ void e4m3x4_split<fp16>(unsigned w, unsigned &p02, unsigned &p13) {
     e4m3x4_cvt_f16(prmt(w, 0u, 0x3120u), p02, p13);  // bytes b0, b2, b1, b3
 }
-// Four wgmma A fragments (fp16, m64 x k16, one per 64-row block b) of a transposed e4m3 tile:
-// w[i] holds 8 bytes (channels j = 0..7) of key i of the thread's keys {k, k + 1, k + 8, k + 9}
-// (k = 16 kk + 2 q4 of its k-step); block b's rows g and g + 8 take channels 2 b and 2 b + 1, so
-// a[b] = {(2 b; k, k+1), (2 b + 1; k, k+1), (2 b; k+8, k+9), (2 b + 1; k+8, k+9)}, the lower key
-// in the lower half: key pairs byte-interleaved (prmt), then converted.
-__device__ __forceinline__ void e4m3_keypair_frags(const unsigned (&w)[4][2], unsigned (&a)[4][4]) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)  // key pair h: registers 2 h (row g), 2 h + 1 (row g + 8)
-#pragma unroll
-        for (int wd = 0; wd < 2; ++wd) {  // channels 4 wd.. -> blocks 2 wd, 2 wd + 1
-            const unsigned x = w[2 * h][wd], y = w[2 * h + 1][wd];
-            e4m3x4_cvt_f16(prmt(x, y, 0x5140u), a[2 * wd][2 * h], a[2 * wd][2 * h + 1]);
-            e4m3x4_cvt_f16(prmt(x, y, 0x7362u), a[2 * wd + 1][2 * h], a[2 * wd + 1][2 * h + 1]);
-        }
-}
 #endif
 // e4m3 from fp32 (sm_89 on; the query operand of an e4m3 MMA): x0, x1 as the e4m3 pairs
 // hi = e4m3(x) and lo = e4m3(x - hi), byte 0 from x0. hi + lo holds x to 2^-8 of itself (each

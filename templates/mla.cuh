@@ -40,23 +40,22 @@
 //   select          sparse only: sparse_select (sparse.cuh), the token's kept rows, once per CTA
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), FP8 with
 //                   a bf16 query q_tile_to_fp16, then load_q_rope (the rope block's Q
-//                   fragments, kept in registers); narrow tiles: FP8 q_tile_to_e4m3n, no rope
-//                   fragments
+//                   fragments, kept in registers; narrow tiles: none, S reads the whole Q
+//                   tile from shared memory)
 //   per tile
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
-//                   last tile's V rows past the last visible key); FP8 (CONVERT): convert (convert_tile);
+//                   last tile's V rows past the last visible key); FP8: convert (convert_tile);
 //                   sparse: sparse_gather (the producer warpgroup's cp.async of the kept rows),
 //                   release (warpgroup 0 is done with the bytes the next gather overwrites)
-//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block);
-//                   narrow FP8: qk8_block (a raw block's two e4m3 k-steps)
+//     scores        qk_blocks (four column blocks of S = Q K^T), qk_rope (the rope block)
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
 //                   rescale (O and l when the reference max moves), store_p (P to shared
 //                   memory for the other warpgroup); narrow: softmax_narrow, rescale_n, adopt
 //                   (the other warpgroup's reference)
 //     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile);
-//                   narrow: both through pv_narrow (P from shared memory; FP8: pv_fp8n)
+//                   narrow: both through pv_narrow (P from shared memory)
 //   epilogue        sum_warpgroups (the two halves' row sums), store_rows (out and lse, or the
 //                   split's partial state); narrow: sum_narrow, store_narrow
 //   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
@@ -83,18 +82,8 @@
 // Shared memory stays as it is. Warpgroup 0 loads the whole raw tile into a stage as soon as it
 // is done with blocks 0-3 (its refills above; block 8 is read only by S, long done), so the
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
-// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p).
-//
-// FP8 on the narrow tiles (FP8N): no fp16 tile. The raw tile lands 64-byte swizzled (the host's
-// tensor map for these variants), each raw block a K-major SW64 operand of 64 keys x 64 bytes, and
-// the bf16 or fp16 Q tile becomes, in place, e4m3 hi and lo rows (q_tile_to_e4m3n: hi + lo holds a
-// bf16 element down to 2^-9 of the tile's largest, scaled by a power of two), so that S^T = K
-// [Q_hi; Q_lo]^T runs on e4m3 wgmmas (m64n(2N)k32, 18 k-steps) and each thread adds its hi and lo
-// columns; V^T is the A operand of PV from registers: one 8-byte load per key of 8 channels a
-// thread, key pairs byte-interleaved (prmt) and converted (cvt.rn.f16x2.e4m3x2), so that the rows
-// of O^T are a permutation of the channels (store_narrow undoes it). Loads and refills are the
-// 16-bit tile's (each warpgroup's V half read by its own PV: no conversion barrier); V rows past
-// the last visible key are zeroed in the registers.
+// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). The
+// narrow tiles do the same, their wgmmas reading the converted stage as they read a 16-bit one.
 //
 // Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
 // sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
@@ -176,11 +165,6 @@ struct MlaTraits {
     // the query rows whose max and sum it keeps
     static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
     static constexpr int ROWS = NARROW ? M_TILE / 4 : 2;
-    // FP8 on a narrow tile (FP8N): no fp16 tile; S^T on e4m3 wgmmas straight from the raw tile
-    // (landed 64-byte swizzled) against Q split into e4m3 hi and lo rows, V^T converted in
-    // registers (see "FP8 on the narrow tiles"). CONVERT: the other FP8 tiles, converted in place.
-    static constexpr bool FP8N = FP8 && NARROW && SPARSE_ROW_ == 0, CONVERT = FP8 && !FP8N;
-    static constexpr int SACC = FP8N ? 2 * S_REGS : S_REGS;  // S's accumulators (FP8N: hi and lo columns)
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
@@ -378,55 +362,6 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
         st_shared_u4(a, v);
     }
     fence_proxy_async();
-    return exp2i(e);
-}
-
-// FP8N: the landed 16-bit Q tile at sQ (N = M_TILE rows in Q_BLOCK-byte column blocks) times
-// 2^-e as e4m3 hi and lo rows, in place: column block b holds rows 0..N-1 (hi) and N..2N-1 (lo)
-// of 64 bytes, 64-byte swizzled (sw64), Q_BLOCK bytes like the 16-bit block it replaces; the
-// K-major B operand of S^T's e4m3 wgmma. e puts the tile's largest magnitude in [2^7, 2^8) (hi
-// never saturates); returns 2^e, by which the scores are then scaled. Every thread reads its
-// chunks (the largest magnitude meeting in red, 8 words), all meet, then write; ends with the
-// tile visible to wgmma.
-template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3n(unsigned sQ, unsigned *red, int tid) {
-    using T = typename Tr::T;
-    constexpr int THREADS = Tr::MATH_THREADS, N = Tr::M_TILE, ALL = N * Tr::CHUNKS;
-    constexpr int PASSES = (ALL + THREADS - 1) / THREADS;
-    math_sync<Tr>();  // every thread's cp.async of the tile has landed
-    unsigned mx = 0, v[PASSES][4];
-#pragma unroll
-    for (int j = 0; j < PASSES; ++j) {
-        const int i = tid + j * THREADS;
-        if (i < ALL) {
-            ld_shared_u4(sQ + i * 16, v[j]);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[j][k]));
-        }
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-    if ((tid & 31) == 0) red[tid >> 5] = mx;
-    math_sync<Tr>();  // (also: every chunk is read)
-#pragma unroll
-    for (int w = 0; w < THREADS / 32; ++w) mx = max(mx, red[w]);
-    const int e = q_exponent<T>(mx, 7);
-    const float down = exp2i(-e);
-#pragma unroll
-    for (int j = 0; j < PASSES; ++j) {
-        const int i = tid + j * THREADS;
-        if (i >= ALL) continue;
-        // chunk i of the 16-bit tile: column block blk, row r, channels 8 c.. of the block
-        const int blk = i / (N * 8), r = (i >> 3) % N, c = (i & 7) ^ (r & 7);
-        unsigned hi[4], lo[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        const unsigned at = blk * Tr::Q_BLOCK + c * 8;
-        st_shared_u2(sQ + sw64(at + r * 64), hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
-        st_shared_u2(sQ + sw64(at + (N + r) * 64), lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
-    }
-    fence_proxy_async();  // generic-proxy writes -> read by wgmma
-    math_sync<Tr>();
     return exp2i(e);
 }
 
@@ -643,8 +578,7 @@ template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[Tr::RO
 }
 
 // Narrow tiles, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
-// + 8 h of its rows; FP8N 256 wg + 64 wi + 8 g + 2 b + h), normalized by the rows' sums l and
-// written as store_rows writes.
+// + 8 h of its rows), normalized by the rows' sums l and written as store_rows writes.
 template <class Tr, class Cta>
 __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[Tr::O_REGS],
                                              const float (&m)[Tr::ROWS], const float (&l)[Tr::ROWS], int wg, int wi,
@@ -652,9 +586,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
     constexpr int E = Tr::S_REGS;  // elements of a block of O^T's 64 rows
     using T = typename Tr::T;
     const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
-    // the channel of block b, half h: ch0 + 64 b + 8 h; FP8N (pv_fp8n): ch0 + 2 b + h
-    const int ch0 = Tr::FP8N ? 256 * wg + 64 * wi + 8 * (lane >> 2) : 256 * wg + 16 * wi + (lane >> 2);
-    constexpr int CB = Tr::FP8N ? 2 : 64, CH = Tr::FP8N ? 1 : 8;
+    const int ch0 = 256 * wg + 16 * wi + (lane >> 2);  // (block b, half h: ch0 + 64 b + 8 h)
 #pragma unroll
     for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
@@ -668,7 +600,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[CB * b + CH * h] = o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
             if (owner) p.lse_part[prow] = lse2;
         } else {
             unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
@@ -676,7 +608,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
             for (int b = 0; b < 4; ++b)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    dst[CB * b + CH * h] = (unsigned short)pack2<T>(o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
+                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
             if (owner && p.lse) out.lse(lse2);
         }
     }
@@ -1020,7 +952,7 @@ struct MlaSchedule {
                 const int b = (4 * i + e) / E, ee = (4 * i + e) % E, c = mla_detail::narrow_c(ee), h = (ee >> 1) & 1;
                 const int R = row0 + mla_detail::narrow_row(c, q4);
                 if (R >= nrows) continue;
-                const int ch = Tr::FP8N ? 256 * wg + 64 * wi + 8 * g + 2 * b + h : 256 * wg + 16 * wi + g + 64 * b + 8 * h;
+                const int ch = 256 * wg + 16 * wi + g + 64 * b + 8 * h;
                 const AttnRowOut out = row_out(R);
                 if (split_out)
                     p.o_part[out.part(split) * Tr::DV + ch] = acc[e] * inv[c];
@@ -1281,9 +1213,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             float scale = p.scale_log2;
             if constexpr (Tr::FP8 && !Tr::SCALED) {
                 scale *= p.k_scale[0];
-                if constexpr (Tr::FP8N)  // (FP8N: Q as e4m3 hi and lo rows)
-                    scale *= q_tile_to_e4m3n<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
-                else if constexpr (!same_type<typename Tr::T, fp16>)
+                if constexpr (!same_type<typename Tr::T, fp16>)
                     scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
             }
             math_sync<Tr>();  // Q in place, barriers initialized
@@ -1321,9 +1251,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
-            // FP8N: the raw tile and the e4m3 Q tile, K-major SW64 (8 rows of 64 bytes an atom)
-            const unsigned dhi8 = (unsigned)(swz_desc<2>(sQ, 16, 512) >> 32);
-            const unsigned q8l = (unsigned)swz_desc<2>(sQ, 16, 512), k8l0 = (unsigned)swz_desc<2>(sK, 16, 512);
 
             float o[Tr::O_REGS];
 #pragma unroll
@@ -1333,7 +1260,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
             for (int c = 0; c < Tr::ROWS; ++c) mr[c] = neg_inf(), lr[c] = 0.f;
             float &m_lo = mr[0], &m_hi = mr[1], &l_lo = lr[0], &l_hi = lr[1];
-            float sacc[Tr::SACC];
+            float sacc[Tr::S_REGS];
             unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
@@ -1380,54 +1307,36 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
-            // FP8N: the two 32-byte k-steps of raw block blk (e4m3: 32 channels a step), A = K from the
-            // stage, B = Q's hi and lo rows (2 M_TILE columns)
-            auto qk8_block = [&](int t, int blk, bool first) {
-                if constexpr (Tr::FP8N)
-#pragma unroll
-                    for (int i = 0; i < 2; ++i)
-                        wgmma_ss_narrow<e4m3, 2 * Tr::M_TILE, 0>(
-                            sacc, desc_at(add_at(k8l0, ((t & 1) * TILE_BYTES + Tr::raw_at(blk) + i * 32) >> 4), dhi8),
-                            desc_at(add_at(q8l, (blk * Tr::Q_BLOCK + i * 32) >> 4), dhi8), first && i == 0 ? 0 : 1);
-            };
             auto qk_blocks = [&](int t, int b0, bool first) {
                 const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
                     const int blk = b0 + b;
-                    if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, blk), par);  // (CONVERT: convert_tile waited)
-                    if constexpr (Tr::FP8N) {
-                        qk8_block(t, blk, first && b == 0);
-                    } else {
+                    if constexpr (!Tr::FP8) mbar_wait(full(t & 1, blk), par);  // (FP8: convert_tile waited)
 #pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const unsigned off = kstep(4 * blk + i);
-                            if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
-                                wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
-                                                                   desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
-                                                                   first && b == 0 && i == 0 ? 0 : 1);
-                            else
-                                wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                                 first && b == 0 && i == 0 ? 0 : 1);
-                        }
+                    for (int i = 0; i < 4; ++i) {
+                        const unsigned off = kstep(4 * blk + i);
+                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                               desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                               first && b == 0 && i == 0 ? 0 : 1);
+                        else
+                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                             first && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
             };
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
-                if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
-                if constexpr (Tr::FP8N) {
-                    qk8_block(t, BLOCKS - 1, false);
-                } else {
+                if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        if constexpr (Tr::NARROW)
-                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
-                                                               desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
-                        else
-                            wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
-                    }
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (Tr::NARROW)
+                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                                           desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                    else
+                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
                 }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
@@ -1435,45 +1344,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // Narrow: O^T[my half] += V(t)^T[my half] P^T, P (16 x 64, K-major) from shared memory at
             // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
             // operand (the same bytes that the m64 tile reads as B)
-            // FP8N: V^T as A fragments in registers, from the raw tile: this thread's rows of block b
-            // are channels 256 wg + 64 wi + 8 g + 2 b (row g) and + 1 (row g + 8), one 8-byte load per
-            // key (keys 16 kk + 2 q4 + {0, 1, 8, 9}), key pairs byte-interleaved (prmt) and converted
-            // (cvt.f16x2.e4m3x2); keys from `valid` on (past the last visible key, where unused slots
-            // may hold NaN) become zeros. One k-step's fragments at a time: the next k-step's are
-            // converted while its wgmmas run, and wait for them only before they issue (with all four
-            // k-steps' fragments live, 64 registers, ptxas serialized the wgmmas: C7512).
-            auto pv_fp8n = [&](int t, unsigned long long dpp) {
-                if constexpr (Tr::FP8N) {
-                    const unsigned vb = sK + (t & 1) * TILE_BYTES + Tr::raw_at(4 * wg + wi);
-                    const int valid = cta_hi - (kv_begin + t * KV_TILE);
-                    fence_regs(o);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk) {
-                        unsigned w[4][2], a[4][4];  // keys 2 q4 + {0, 1, 8, 9} of k-step kk; [block][register]
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int key = 16 * kk + 2 * q4 + (i & 1) + 8 * (i >> 1);
-                            ld_shared_u2(vb + sw64(key * 64 + 8 * g), w[i][0], w[i][1]);
-                            if (key >= valid) w[i][0] = w[i][1] = 0u;
-                        }
-                        e4m3_keypair_frags(w, a);
-                        if (kk > 0) {  // the fragments of k-step kk - 1 are read
-                            wgmma_wait<0>();
-                            fence_regs(o);
-                        }
-                        wgmma_fence();
-#pragma unroll
-                        for (int b = 0; b < 4; ++b)
-                            wgmma_rs_narrow<fp16, Tr::M_TILE>(reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b], a[b],
-                                                              dpp + ((kk * 32) >> 4));
-                        wgmma_commit();
-                    }
-                }
-            };
             auto pv_narrow = [&](int t, unsigned long long dpp) {
-                if constexpr (Tr::FP8N) {
-                    pv_fp8n(t, dpp);
-                } else if constexpr (Tr::NARROW) {
+                if constexpr (Tr::NARROW) {
                     fence_regs(o);
                     wgmma_fence();
 #pragma unroll
@@ -1536,9 +1408,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // when the reference moves. P goes to pa in accumulator pairs (one key, rows c and c + 1), for store_p.
             auto softmax_narrow = [&](int t) -> bool {
                 constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
-                if constexpr (Tr::FP8N)  // S = Q_hi K^T + Q_lo K^T: columns q and N + q
-#pragma unroll
-                    for (int j = 0; j < Tr::S_REGS; ++j) sacc[j] += sacc[j + Tr::S_REGS];
                 const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
                 float mx[NR];
@@ -1670,11 +1539,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // Refills: warpgroup 0 brings blocks 0-3 of a stage (FP8: the whole raw tile, whose
             // blocks land where 16-bit blocks 0-3 and 8 go), warpgroup 1 blocks 4-8 (FP8: none)
-            constexpr int N0 = Tr::CONVERT ? BLOCKS : 4;
+            constexpr int N0 = Tr::FP8 ? BLOCKS : 4;
 
             // S of tile 0 (tiles 0 and 1 are on their way)
             if (wg == 0 && n_tiles > 0) {
-                if constexpr (Tr::CONVERT) convert(0);
+                if constexpr (Tr::FP8) convert(0);
                 fence_regs(sacc);
                 wgmma_fence();
                 qk_blocks(0, 0, true);
@@ -1702,8 +1571,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
-                    if (!Tr::CONVERT && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
-                    // (CONVERT: waited for before converting t0 into stage 0, see below)
+                    if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    // (FP8: waited for before converting t0 into stage 0, see below)
                     if (tw == 0) flag[0] = moved0 ? 1u : 0u;
                     store_p();
                     nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
@@ -1726,7 +1595,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             fence_regs(o);
                             release(1);  // blocks 0-3 of stage 1 are read (8 by warpgroup 1's S of t1, before P(t1))
                         }
-                    if constexpr (Tr::CONVERT)
+                    if constexpr (Tr::FP8)
                         if (next0) {
                             nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0), its reference and V(t0)
                             convert(t0 + 2);
@@ -1760,7 +1629,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
-                        if constexpr (Tr::CONVERT) convert(t1);
+                        if constexpr (Tr::FP8) convert(t1);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
                         qk_blocks(t1, 0, true);
@@ -1780,11 +1649,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (!Tr::CONVERT && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (!Tr::CONVERT && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (!Tr::FP8 && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
                     }
                 }
                 fence_regs(sacc);

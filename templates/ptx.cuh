@@ -319,17 +319,11 @@ __device__ __forceinline__ unsigned add_at(unsigned base, unsigned off) {
     asm volatile("add.u32 %0, %1, %2;" : "=r"(r) : "r"(base), "r"(off));
     return r;
 }
-// Shared-memory matrix descriptor, 128-byte swizzle (SW = 1), or 64-byte (SW = 2).
-template <int SW = 1> __device__ __forceinline__ unsigned long long swz_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-           ((unsigned long long)(sbo >> 4) << 32) | ((unsigned long long)SW << 62);
-}
+// Shared-memory matrix descriptor, 128-byte swizzle.
 __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return swz_desc<1>(addr, lbo, sbo);
+    return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
-// The byte offset of `off` in a 64-byte-swizzled region (1024-byte aligned): its 16-byte chunk
-// XOR bits 7-8 (rows of 64 bytes: the row pair), as TMA's SWIZZLE_64B writes it.
-__device__ __forceinline__ unsigned sw64(unsigned off) { return off ^ (((off >> 7) & 3u) << 4); }
 
 // ---- tensor-core MMAs, fp32 accumulation; specialized below for bf16 and fp16 ----
 
@@ -337,9 +331,6 @@ __device__ __forceinline__ unsigned sw64(unsigned off) { return off ^ (((off >> 
 template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
-// d (64 x N, N = 16 or 32) += A (64 x 16, registers) * B (16 x N, smem, K-major).
-template <class T, int N>
-__device__ __forceinline__ void wgmma_rs_narrow(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db);
 // d (64 x N, N = 16 or 32) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x N,
 // smem, K-major).
 template <class T, int N, int TA>
@@ -387,21 +378,6 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
                       "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 #define DCPATTN_COMMA ,
-// the same from registers (A 64 x 16: four registers of this thread's fragment)
-#define DCPATTN_RS_NARROW(T, PT, N, DREGS, AREGS, DB, ONE, OUTS)                                                     \
-    template <> __device__ __forceinline__ void wgmma_rs_narrow<T, N>(float (&d)[N / 2], const unsigned (&a)[4],       \
-                                                                      unsigned long long db) {                         \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " ONE ", 0;\n"                                                  \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " AREGS ", " DB         \
-                     ", p, 1, 1, 0;\n}\n"                                                                             \
-                     : OUTS                                                                                            \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                   \
-    }
-#define DCPATTN_RS_N16(T, PT) DCPATTN_RS_NARROW(T, PT, 16, "{%0, %1, %2, %3, %4, %5, %6, %7}", "{%8, %9, %10, %11}",   \
-                                                "%12", "%13", DCPATTN_F8(d, 0))
-#define DCPATTN_RS_N32(T, PT)                                                                                         \
-    DCPATTN_RS_NARROW(T, PT, 32, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}",             \
-                      "{%16, %17, %18, %19}", "%20", "%21", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
@@ -424,8 +400,6 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     DCPATTN_SS_N16(T, PT, 1)                                                                                           \
     DCPATTN_SS_N32(T, PT, 0)                                                                                           \
     DCPATTN_SS_N32(T, PT, 1)                                                                                           \
-    DCPATTN_RS_N16(T, PT)                                                                                              \
-    DCPATTN_RS_N32(T, PT)                                                                                              \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
@@ -467,9 +441,6 @@ DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_SS_N16
 #undef DCPATTN_SS_N32
 #undef DCPATTN_SS_NARROW
-#undef DCPATTN_RS_N16
-#undef DCPATTN_RS_N32
-#undef DCPATTN_RS_NARROW
 #undef DCPATTN_COMMA
 // e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
 // transposed operand), 32 bytes of a row as a 16-bit k16 step is.
@@ -479,20 +450,6 @@ template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], u
                  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", %32, %33, p, 1, 1;\n}\n"
                  : DCPATTN_F32(d, 0)
                  : "l"(da), "l"(db), "r"(accumulate));
-}
-// The same with N = 32 (the narrow MLA tile's S^T: its 16 query rows' hi and lo parts).
-template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 32, 0>(float (&d)[16], unsigned long long da,
-                                                                        unsigned long long db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-                 : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-// and with N = 64 (the narrow MLA tile of 32 rows)
-template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 64, 0>(float (&d)[32], unsigned long long da,
-                                                                        unsigned long long db, int accumulate) {
-    wgmma_ss_n64<e4m3>(d, da, db, accumulate);
 }
 template <> __device__ __forceinline__ void wgmma_rs_n64<e4m3>(float (&d)[32], const unsigned (&a)[4], unsigned long long db,
                                                               int accumulate) {

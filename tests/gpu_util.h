@@ -221,10 +221,9 @@ GPU_FN double rel_floor(int t) { return t == DCPATTN_FP16 ? 2.5e-4 : 2e-3; }
    relative terms (bf16 2^-9 ~ 2e-3, fp16 2^-12 ~ 2.4e-4) and lse by as much in absolute
    value; merges add fp32 exp/log rounding. 1e-2 (bf16) and 2e-3 (fp16) leave a margin of
    about 5x; base-2 lse is larger by 1/ln 2 and so is its tolerance. With an FP8 cache the
-   sm_90a GQA tile (and MLA's narrow tiles, test_gpu_mla) splits the query into two e4m3 parts,
-   about bf16's 8 significant bits, so its lse has bf16's tolerance whatever the query type
-   (ref_res.lse_dtype). An empty row must be -inf exactly (ref_compare3 counts anything else as
-   bad). */
+   sm_90a GQA tile splits the query into two e4m3 parts, about bf16's 8 significant bits, so
+   its lse has bf16's tolerance whatever the query type (ref_res.lse_dtype). An empty row must
+   be -inf exactly (ref_compare3 counts anything else as bad). */
 GPU_FN double lse_tol(int t, int base2) {
     double v = t == DCPATTN_FP16 ? 2e-3 : 1e-2;
     return base2 ? v / REF_LN2 : v;

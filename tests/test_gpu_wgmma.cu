@@ -1,19 +1,16 @@
-/* test_gpu_wgmma — what MLA's tiles (templates/mla.cuh, "Narrow tiles", "FP8 on the narrow
-   tiles" and the 64-row tile's P) take for granted of Hopper's wgmma and stmatrix, each on one warpgroup against a CPU product
-   of small integers (exact in bf16, fp16 and e4m3, and their sums below 2^10 exact in any
-   accumulation, e4m3's included), so that a wrong layout
-   shows as a wrong element, not as an error that a tolerance hides:
+/* test_gpu_wgmma — what MLA's tiles (templates/mla.cuh, "Narrow tiles" and the 64-row tile's
+   P) take for granted of Hopper's wgmma and stmatrix, each on one warpgroup against a CPU
+   product of small integers (exact in bf16, and their sums below 2^10 exact in fp32
+   accumulation), so that a wrong layout shows as a wrong element, not as an error that a
+   tolerance hides:
      1. S^T = K Q^T (m64n16k16, m64n32k16): A = K and B = Q, both K-major in 128-byte swizzle,
-        as the MLA kernel's stages and Q tile hold them;
+        as the MLA kernel's stages and Q tile hold them (an FP8 cache's stages too, once
+        converted to fp16);
      2. O^T = V^T P^T: A = V as an MN-major 128-byte-swizzled operand (the bytes TMA lays for
         K), B = P K-major;
-     3. S^T on e4m3 (m64n32k32, m64n64k32): A and B K-major in 64-byte swizzle (sw64), as an
-        e4m3 tile lands by TMA's SWIZZLE_64B;
-     4. O^T = V^T P^T with A from registers, built from an e4m3 tile in 64-byte swizzle by
-        e4m3_keypair_frags (templates/common.cuh), and its channel order;
-     5. the 64-row tile's P: a warpgroup's 16-bit fragments stored by stmatrix
+     3. the 64-row tile's P: a warpgroup's 16-bit fragments stored by stmatrix
         (sw128_stsm_store, templates/ptx.cuh) land where the K-major SW128 operand holds them;
-     6. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
+     4. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
         (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
    every result read through the accumulator fragment map (row 16 w + g + 8 h, column 8 i +
    2 q4 + e). Built with nvcc for sm_90a; without such a GPU it says so and runs nothing. */
@@ -78,73 +75,7 @@ template <int N, int PV> __global__ void __launch_bounds__(128) bf16_kernel(cons
     store_tile<N>(acc, d);
 }
 
-// 3: D (64 x NN) = K8 (64 x 64 bytes) Q8^T (NN x 64 bytes), e4m3, both K-major SW64.
-template <int NN> __global__ void __launch_bounds__(128) s8_kernel(const unsigned char *k, const unsigned char *q, float *d) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
-    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sk = base, sq = base + 4096;
-    for (int i = threadIdx.x; i < KEYS * 64; i += 128)
-        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sk + sw64(i)), "h"((unsigned short)k[i]));
-    for (int i = threadIdx.x; i < NN * 64; i += 128)
-        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sq + sw64(i)), "h"((unsigned short)q[i]));
-    fence_proxy_async();
-    __syncthreads();
-    float acc[NN / 2];
-    wgmma_fence();
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-        wgmma_ss_narrow<e4m3, NN, 0>(acc, swz_desc<2>(sk + i * 32, 16, 512), swz_desc<2>(sq + i * 32, 16, 512), i > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    store_tile<NN>(acc, d);
-}
-
-// 4: D (256 channels x 16) = V8^T P^T: V8 (64 keys x 256 e4m3 channels) in four SW64 blocks of
-// 64 channels, A fragments in registers as the FP8 narrow tile builds them (warp w reads block
-// w, lane g its channels 8 g .. 8 g + 7; block b of the thread's rows: channels 2 b, 2 b + 1);
-// P (16 x 64 keys) fp16 K-major SW128.
-__global__ void __launch_bounds__(128) pv8_kernel(const unsigned char *v, const unsigned short *pm, float *d) {
-#ifdef __CUDA_ARCH__  // (the conversions are device code of sm_89 on)
-    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
-    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sv = base, sp = base + 16384;
-    for (int i = threadIdx.x; i < KEYS * 256; i += 128) {  // key i / 256, channel i % 256
-        const int key = i >> 8, c = i & 255;
-        asm volatile("st.shared.u8 [%0], %1;" ::"r"(sv + (c >> 6) * 4096 + sw64(key * 64 + (c & 63))),
-                     "h"((unsigned short)v[i]));
-    }
-    fill_sw128(sp, pm, 16);
-    fence_proxy_async();
-    __syncthreads();
-    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
-    float o[4][8];
-    for (int b = 0; b < 4; ++b)
-        for (int j = 0; j < 8; ++j) o[b][j] = 0.f;
-    const unsigned vb = sv + wi * 4096;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-        unsigned w[4][2], a[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int key = 16 * kk + 2 * q4 + (i & 1) + 8 * (i >> 1);
-            ld_shared_u2(vb + sw64(key * 64 + 8 * g), w[i][0], w[i][1]);
-        }
-        e4m3_keypair_frags(w, a);
-        wgmma_fence();
-#pragma unroll
-        for (int b = 0; b < 4; ++b) wgmma_rs_narrow<fp16, 16>(o[b], a[b], sw128_desc(sp + kk * 32, 16, 1024));
-        wgmma_commit();
-        wgmma_wait<0>();
-    }
-    for (int b = 0; b < 4; ++b)
-        for (int j = 0; j < 8; ++j) {
-            int r, c;
-            frag_at(j, r, c);
-            const int ch = 64 * wi + 8 * g + 2 * b + ((r - 16 * wi - g) >> 3);  // (row g or g + 8)
-            d[ch * 16 + c] = o[b][j];
-        }
-#endif
-}
-
-// 5: a warpgroup's 64 x 64 16-bit values (p, row-major) as mma fragments, stored by stmatrix into a
+// 3: a warpgroup's 64 x 64 16-bit values (p, row-major) as mma fragments, stored by stmatrix into a
 // K-major SW128 tile (sw128_stsm_store), then read back through the swizzle map (d: the values).
 __global__ void __launch_bounds__(128) stsm_kernel(const unsigned short *p, const unsigned short *, float *d) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
@@ -165,7 +96,7 @@ __global__ void __launch_bounds__(128) stsm_kernel(const unsigned short *p, cons
     }
 }
 
-// 6: the narrow P store. p: N rows x 64 keys (row-major); the thread's accumulator pairs (elements
+// 4: the narrow P store. p: N rows x 64 keys (row-major); the thread's accumulator pairs (elements
 // 4 j + 2 h, + 1 of S^T: key 16 wi + g + 8 h, rows 8 j + 2 q4, + 1) packed as the narrow softmax
 // packs them, stored by stsm_x4_trans at sw128_stsm_trans_row, read back through the swizzle map.
 template <int N> __global__ void __launch_bounds__(128) stsm_narrow_kernel(const unsigned short *p, const unsigned short *, float *d) {
@@ -196,20 +127,6 @@ static unsigned short bf16_of(int x) {  // small integers are exact
     unsigned u;
     memcpy(&u, &f, 4);
     return (unsigned short)(u >> 16);
-}
-static unsigned short fp16_of(int x) {  // |x| < 2048
-    unsigned short s = x < 0 ? 0x8000 : 0;
-    int a = abs(x), e = 0;
-    if (!a) return s;
-    while ((a >> e) > 1) e++;
-    return (unsigned short)(s | (unsigned short)((e + 15) << 10) | (unsigned short)(((a << (10 - e)) & 0x3ff)));
-}
-static unsigned char e4m3_of(int x) {  // |x| <= 15: exponent bias 7, three mantissa bits
-    unsigned char s = x < 0 ? 0x80 : 0;
-    int a = abs(x), e = 0;
-    if (!a) return s;
-    while ((a >> e) > 1) e++;
-    return (unsigned char)(s | ((e + 7) << 3) | (((a << (3 - e)) >> 0) & 7));
 }
 static int rnd(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
 
@@ -272,37 +189,6 @@ template <int N> static void test_bf16(void) {
     });
 }
 
-// S^T on e4m3 (NN columns)
-template <int NN> static void test_s8(void) {
-    static unsigned char k[KEYS * 64], q[NN * 64];
-    static int ki[KEYS * 64], qi[NN * 64];
-    static float want[KEYS * NN];
-    char what[96];
-    for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
-    for (int i = 0; i < NN * 64; i++) q[i] = e4m3_of(qi[i] = rnd(-3, 3));
-    product(want, KEYS, NN, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
-    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk32 e4m3, K-major SW64", NN);
-    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * NN, [](void *a, void *b, float *d) {
-        s8_kernel<NN><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned char *)b, d);
-    });
-}
-
-// O^T = V^T P^T from e4m3 key-pair fragments
-static void test_pv8(void) {
-    static unsigned char v[KEYS * 256];
-    static unsigned short p[16 * 64];
-    static int vi[KEYS * 256], pi[16 * 64];
-    static float want[256 * 16];
-    for (int i = 0; i < KEYS * 256; i++) v[i] = e4m3_of(vi[i] = rnd(-3, 3));
-    for (int i = 0; i < 16 * 64; i++) p[i] = fp16_of(pi[i] = rnd(0, 4));
-    product(want, 256, 16, KEYS, [&](int ch, int key) { return vi[key * 256 + ch]; },
-            [&](int c, int key) { return pi[c * 64 + key]; });
-    run_case("O^T = V^T P^T, m64n16k16 fp16, A from e4m3 key-pair fragments (SW64 tile)", v, sizeof v, p, sizeof p,
-             want, 256 * 16, [](void *a, void *b, float *d) {
-                 pv8_kernel<<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
-             });
-}
-
 // the 64-row tile's P store
 static void test_stsm(void) {
     static unsigned short p[64 * 64];
@@ -340,9 +226,6 @@ int main(void) {
     cudaFuncSetAttribute(bf16_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(bf16_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(bf16_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-    cudaFuncSetAttribute(s8_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-    cudaFuncSetAttribute(s8_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-    cudaFuncSetAttribute(pv8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
@@ -350,9 +233,6 @@ int main(void) {
     for (int rep = 0; rep < 3; rep++) {  // (fresh random integers each time)
         test_bf16<16>();
         test_bf16<32>();
-        test_s8<32>();
-        test_s8<64>();
-        test_pv8();
         test_stsm();
         test_stsm_narrow<16>();
         test_stsm_narrow<32>();
