@@ -234,8 +234,6 @@ template <class Tr> __device__ __forceinline__ unsigned g_off(int r, int c) {
     else if constexpr (Tr::FP8) return r * Tr::D + c * 16;
     else return tile_off<Tr, Tr::KV_TILE>(r, c);
 }
-// What 8 more rows add to g_off in every layout (the swizzles depend on r % 8 only).
-template <class Tr> constexpr unsigned G_PITCH8 = 8 * (Tr::FP8 ? Tr::D : Tr::WG ? 128 : Tr::ROW_BYTES);
 // Byte offset of the 8 e4m3 bytes 8c .. 8c + 7 of row r in an e4m3 stage (and, PRODUCER, in
 // Q's e4m3 tiles, which take the K stage's layout): half c % 2 of chunk c / 2.
 template <class Tr> __device__ __forceinline__ unsigned g_piece(int r, int c) {
@@ -431,12 +429,6 @@ template <class Tr> struct KvGather {
     int warp, kv_begin, cta_hi;
     unsigned sGK, sGV;
     int slot, pg;  // slot and page (-1: past the end, zero fill) of lk_tok in the next tile to issue
-    // SO0: pass j lies j * WARPS * WROWS rows below pass 0, a multiple of 8 rows, so its swizzle is
-    // pass 0's and its offset so0 plus a constant, which ptxas then need not rebuild every tile; only
-    // for 16-bit caches on tiles with the whole register file's 255 a thread (elsewhere the register
-    // it holds cost more than it saved: tests/sass_loops.sh)
-    static constexpr bool SO0 = !Tr::FP8 && (Tr::WARPS * WROWS) % 8 == 0 && Tr::THREADS * Tr::MIN_BLOCKS <= 256;
-    unsigned so0;  // SO0: where this lane's chunk of pass 0 goes in a stage
 
     __device__ __forceinline__ KvGather(const dcpattn_attn_kparams &p_, const GqaCta<Tr> &cta, int kvh, unsigned sGK_,
                                         unsigned sGV_, int lane, int warp_)
@@ -457,7 +449,6 @@ template <class Tr> struct KvGather {
         cta_hi = cta.cta_hi;
         sGK = sGK_;
         sGV = sGV_;
-        so0 = SO0 ? g_off<Tr>(warp * WROWS + ld_sub, ld_c) : 0u;
     }
 
     // pg and slot of this lane's lookup token of the tile at key ts
@@ -490,7 +481,7 @@ template <class Tr> struct KvGather {
             if (!ld_lane || (KV_LOADS * Tr::WARPS * WROWS > KV_TILE && tk >= KV_TILE)) continue;
             const bool ok = ts + tk < cta_hi;
             const unsigned so =
-                stage * Tr::G_TILE_BYTES + (SO0 ? so0 + j * (Tr::WARPS * WROWS / 8) * G_PITCH8<Tr> : g_off<Tr>(tk, ld_c));
+                stage * Tr::G_TILE_BYTES + g_off<Tr>(tk, ld_c);
             cp_async16_or_zero(sGK + so, kb + jko, ok);
             cp_async16_or_zero(sGV + so, vb + jvo, ok);
         }
@@ -551,24 +542,8 @@ template <class Tr>
 __device__ __forceinline__ void load_q_frags(GqaQFrags<Tr> &qf, const GqaRows<Tr> &qa, unsigned sQ, int wm, int lane, int g,
                                              int q4) {
     if constexpr (Tr::FRAG8 && Tr::Q_IN_REGS) {
-        // A fragment's words lie in two rows of the tile, so that ptxas may keep them as loaded and
-        // rebuild the register quad an MMA reads at every MMA. The first warp of each row group
-        // rewrites its 16 rows in fragment order (lane l's fragment f at (l F + f) * 16 of the
-        // group's region, as many bytes), and every warp of the group loads each quad in one piece.
-        constexpr int F = Tr::D / 16;
-        static_assert(Tr::ROW_BYTES == 2 * Tr::D, "a row group's region holds its lanes' fragments");
-        const unsigned region = sQ + wm * 16 * Tr::ROW_BYTES + lane * F * 16;
-        if (threadIdx.x / 32 < Tr::WARPS_M) {  // (warp = wm + WARPS_M wn: wn == 0)
-            unsigned w[F][4];
 #pragma unroll
-            for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, w[2 * blk], w[2 * blk + 1]);
-            __syncwarp();
-#pragma unroll
-            for (int f = 0; f < F; ++f) st_shared_u4(region + f * 16, w[f]);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int f = 0; f < F; ++f) ld_shared_u4(region + f * 16, qf[f]);
+        for (int blk = 0; blk < Tr::D / 32; ++blk) q_frag8<Tr>(sQ, wm * 16 + g, blk, q4, qf[2 * blk], qf[2 * blk + 1]);
     } else if constexpr (Tr::WG && Tr::Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 16; ++kk)
