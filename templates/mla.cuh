@@ -315,19 +315,20 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
 // tokens x 64 bytes at raw_at(b), each on its mbarrier at bars + 8 b with parity par), into the
-// stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of
-// one warpgroup (tw: the thread's index in it); token rows from `valid` on (past the last visible
-// key, where unused slots may hold NaN) become zeros. A thread takes 16-byte pieces i = tw,
-// tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and writes chunks 2 (i % 4)
-// and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and writes rows whose swizzle
-// spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie where 16-bit blocks 0-3
-// go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes; the order keeps every
-// raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw byte), the four
-// loaded before any is converted; raw 8 and 0-3 into registers; the warpgroup meets; 8, 0-3. The
-// caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more. Ends with the tile
-// ready for the warpgroup's wgmma (the other warpgroup reads its V half after a barrier it meets
-// later).
-// Sparse: the stage's one mbarrier (bars) brings the whole raw tile. SCALED: raw blocks 0-7, the
+// stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of one
+// warpgroup (tw: the thread's index in it); V's token rows from `valid` on (past the last visible
+// key, where unused slots may hold NaN) then become zeros (K's are masked in the softmax). A thread
+// takes 16-byte pieces i = tw, tw + 128 of a raw block (row i / 4, channels 16 (i % 4) + 0..15) and
+// writes chunks 2 (i % 4) and 2 (i % 4) + 1 of the row: a warp reads 512 contiguous bytes and
+// writes rows whose swizzle spreads each quarter-warp's chunks over all banks. Raw blocks 0-7 lie
+// where 16-bit blocks 0-3 go (16-bit block b covers raw 2b and 2b + 1), raw 8 where 16-bit 8 goes;
+// the order keeps every raw byte read before a 16-bit block covers it: 4-7 first (they cover no raw
+// byte), the four loaded before any is converted; raw 8 and 0-3 into registers; the warpgroup
+// meets; 8, 0-3. The caller makes sure that no one reads the stage's 16-bit blocks 4-7 any more.
+// Ends with the tile ready for the warpgroup's wgmma (the other warpgroup reads its V half after a
+// barrier it meets later).
+// Sparse: the stage's one mbarrier (bars) brings the whole raw tile, its rows past the kept ones
+// already zeros (sparse_gather), so no row is masked here. SCALED: raw blocks 0-7, the
 // rows' scales at sc (16 bytes a row: the fp32 scale of channels 128 j.. at 4 j) and block 8
 // already in bf16; a value becomes bf16(e4m3 * scale): the e4m3 byte placed exactly into bf16,
 // then one rounding of its product with the scale split in two bf16 halves (bf16x2_scale); the
@@ -352,25 +353,23 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     };
     auto put = [&](int blk, int k, const unsigned (&w)[4], Scale x) {
         const int i = tw + 128 * k, r = i >> 2, h = i & 3;
-        unsigned a[4] = {0u, 0u, 0u, 0u}, b[4] = {0u, 0u, 0u, 0u};
-        if (r < valid) {
-            if constexpr (Tr::SCALED) {
+        unsigned a[4], b[4];
+        if constexpr (Tr::SCALED) {
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
-                    e4m3x4_to<bf16>(w[2 + j], b[2 * j], b[2 * j + 1]);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    a[j] = bf16x2_scale(a[j], x.hi, x.lo);
-                    b[j] = bf16x2_scale(b[j], x.hi, x.lo);
-                }
-            } else {
-                e4m3x4_to<fp16>(w[0], a[0], a[1]);
-                e4m3x4_to<fp16>(w[1], a[2], a[3]);
-                e4m3x4_to<fp16>(w[2], b[0], b[1]);
-                e4m3x4_to<fp16>(w[3], b[2], b[3]);
+            for (int j = 0; j < 2; ++j) {
+                e4m3x4_to<bf16>(w[j], a[2 * j], a[2 * j + 1]);
+                e4m3x4_to<bf16>(w[2 + j], b[2 * j], b[2 * j + 1]);
             }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                a[j] = bf16x2_scale(a[j], x.hi, x.lo);
+                b[j] = bf16x2_scale(b[j], x.hi, x.lo);
+            }
+        } else {
+            e4m3x4_to<fp16>(w[0], a[0], a[1]);
+            e4m3x4_to<fp16>(w[1], a[2], a[3]);
+            e4m3x4_to<fp16>(w[2], b[0], b[1]);
+            e4m3x4_to<fp16>(w[3], b[2], b[3]);
         }
         const unsigned row = st + blk * Tr::BLOCK_BYTES + r * 128;
         st_shared_u4(row + (((2 * h) ^ (r & 7)) << 4), a);
@@ -415,6 +414,13 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
     }
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(b, b);
+    if (!Tr::SPARSE && valid < Tr::KV_TILE) {  // (the last tile of a piece only)
+        const unsigned zero[4] = {0u, 0u, 0u, 0u};
+        const int v0 = max(valid, 0);
+        wg_sync(wg);  // the conversion's stores to those rows are done
+        for (int idx = tw; idx < (Tr::KV_TILE - v0) * 64; idx += 128)  // rows v0.. of V's 8 blocks, 8 chunks each
+            st_shared_u4(st + ((idx >> 3) & 7) * Tr::BLOCK_BYTES + (v0 + (idx >> 6)) * 128 + ((idx & 7) << 4), zero);
+    }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
 }
@@ -429,7 +435,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 // block c / 4 (64 bytes a row, as TMA lays a dense FP8 tile); of a SCALED row (41 chunks) the
 // RoPE chunks 4 h .. 4 h + 3 (bf16 already) into 16-bit block 8, swizzled, and half 0 the scales,
 // to scales_at(stage); of an e4m3 row (36 chunks) the RoPE chunks 32 + 2 h, 33 + 2 h to raw
-// block 8. Rows past the list read nothing (the conversion writes zeros there).
+// block 8. Rows past the list land as zeros (copies that read nothing).
 template <class Tr>
 __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, const long long *rows, int n,
                                               unsigned base, unsigned bars, int pt) {
@@ -442,25 +448,26 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
         const long long off = k < n ? rows[k] : -1;
         if (t == 1) nbar_sync<5, Tr::THREADS>();  // Q's rope block is read
         if (t >= 2) mbar_wait(bars + 8 * (BLOCKS * s + 1), ((t >> 1) - 1) & 1);  // raw_free[s] of tile t - 2
-        if (off >= 0) {
-            const char *row = kb + off;
+        {  // a row past the kept ones lands as zeros (nothing read: the conversion masks no row)
+            const int sz = off >= 0 ? 16 : 0;
+            const char *row = kb + (off >= 0 ? off : 0);
             const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
 #pragma unroll
             for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
-                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, 16);
+                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, sz);
             if constexpr (Tr::SCALED) {
-                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, 16);
+                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, sz);
                 const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
                     const int j = 4 * h + i;
-                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), 16);
+                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), sz);
                 }
             } else {
 #pragma unroll
                 for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
                     cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
-                                    row + 16 * (32 + 2 * h + i), 16);
+                                    row + 16 * (32 + 2 * h + i), sz);
             }
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
@@ -842,12 +849,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
-            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile; this thread
-            // writes the words of rows r_lo, r_hi, keys 8n + 2 q4 (n = 0..7)
+            // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile, stored from pa
+            // by stmatrix (sw128_stsm_store; p_row: this lane's row address)
             const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
             const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-            unsigned *pb_lo = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_lo * 128) + q4;
-            unsigned *pb_hi = reinterpret_cast<unsigned *>(gsm + (sP_mine - base) + r_hi * 128) + q4;
+            const unsigned p_row = sw128_stsm_row(sP_mine, wi, lane);
 
             // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
@@ -990,11 +996,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
             auto store_p = [&]() {
-#pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    pb_lo[((n ^ (r_lo & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 0];
-                    pb_hi[((n ^ (r_hi & 7)) << 2)] = pa[n >> 1][(n & 1) * 2 + 1];
-                }
+                sw128_stsm_store(p_row, pa);
                 fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
             };
 

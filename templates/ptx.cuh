@@ -165,6 +165,26 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
+// sm_90: four 8x8 b16 matrices of a warp's fragments to shared memory (r[i]: row lane / 4,
+// columns 2 (lane % 4), + 1 of matrix i, the mma fragment layout); lane l gives the address of
+// row l % 8 of matrix l / 8 (16 contiguous bytes)
+__device__ __forceinline__ void stsm_x4(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+// stmatrix into a K-major 128-byte-swizzled wgmma operand tile at `tile` (1024-byte aligned;
+// 16-byte chunk n of row r at chunk n ^ (r % 8)): warp wi's 16 rows x 64 columns of 16-bit mma
+// fragments, frag[j] = the matrices (rows 16 wi + lane / 4, + 8) x (chunks 2j, 2j + 1). This lane
+// addresses row 16 wi + lane % 16 at chunk 2j + lane / 16, at sw128_stsm_row(tile, wi, lane) ^
+// (j << 5): the row's base has bits 4-6 clear, so the chunk's XOR with r % 8 splits in two.
+__device__ __forceinline__ unsigned sw128_stsm_row(unsigned tile, int wi, int lane) {
+    return tile + (wi * 16 + (lane & 15)) * 128 + ((((lane >> 4) & 1) ^ (lane & 7)) << 4);
+}
+__device__ __forceinline__ void sw128_stsm_store(unsigned row, const unsigned (&frag)[4][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) stsm_x4(row ^ (j << 5), frag[j]);
+}
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
