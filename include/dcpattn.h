@@ -617,9 +617,9 @@ extern "C" {
         int n, rows, heads, head_dim;                                                 \
         int lse_base2_in, lse_base2_out;                                              \
     } dcpattn_merge_kparams;                                                          \
-    /* MLA balanced schedule, per CTA: two state records (O, reference max and       \
-       row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words            \
-       (publication flags, schedule values, a counter) */                             \
+    /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
+       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
+       (publication flag, schedule values) */                                         \
     enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
@@ -651,7 +651,6 @@ extern "C" {
         unsigned long long token; /* balanced: this run's publication token */       \
         const float *k_scale, *v_scale; /* FP8 KV: [1] or [hkv] scales */             \
         int kv_scale_per_head;                                                        \
-        int spread; /* MLA balanced: a cut sequence's merge spread over its pieces */ \
         /* sparse MLA: the top-k lists (row stride topk_st), counts, sinks (rank 0) */ \
         const int *topk_ids;                                                          \
         const int *topk_count;                                                        \
@@ -745,14 +744,13 @@ typedef struct dcpattn__nvrtc_prog *dcpattn__nvrtcProgram;
 /* cuLaunchKernelEx's configuration with one attribute, laid out as cuda.h's CUlaunchConfig and
    CUlaunchAttribute (id, 4 bytes of padding, a 64-byte value union). */
 typedef struct dcpattn__CUlaunchAttribute {
-    int id; /* 4: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, 2: CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
+    int id; /* 4: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
     char pad[4];
     union {
         char bytes[64];
         struct {
             unsigned x, y, z;
         } cluster;
-        int cooperative; /* 2: CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
     } value;
 } dcpattn__CUlaunchAttribute;
 typedef struct dcpattn__CUlaunchConfig {
@@ -762,9 +760,6 @@ typedef struct dcpattn__CUlaunchConfig {
     unsigned num_attrs;
 } dcpattn__CUlaunchConfig;
 #define DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
-#define DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
-#define DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE 720
-#define DCPATTN__CUDA_ERROR_NOT_SUPPORTED 801
 
 /* The device and function attributes the library reads and sets, by cuda.h's values. */
 enum {
@@ -2384,31 +2379,11 @@ dcpattn_status dcpattn_merge_validate(const dcpattn_merge_args *args) {
 /* One launch of kernel fn of variant v (v->fn, or an other entry point of its module, with
    the same block and shared memory); cluster_x > 1 cuts grid.x into clusters of that many
    CTAs (cuLaunchKernelEx with the cluster dimension attribute). */
-/* fn over grid (gx, gy, gz) of the variant's blocks through cuLaunchKernelEx with one launch
-   attribute; the driver's result as it is. */
-static dcpattn__CUresult dcpattn__launch_ex(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx, unsigned gy,
-                                            unsigned gz, dcpattn__CUlaunchAttribute *attr, void *params,
-                                            dcpattn_stream stream) {
-    dcpattn__CUlaunchConfig cfg;
-    void *args[1];
-    args[0] = params;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid_x = gx;
-    cfg.grid_y = gy;
-    cfg.grid_z = gz;
-    cfg.block_x = (unsigned)v->threads;
-    cfg.block_y = 1;
-    cfg.block_z = 1;
-    cfg.shared_bytes = (unsigned)v->smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.num_attrs = 1;
-    return dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL);
-}
 static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx, unsigned gy,
                                          unsigned gz, unsigned cluster_x, void *params, dcpattn_stream stream,
                                          const char *what) {
     dcpattn__CUlaunchAttribute attr;
+    dcpattn__CUlaunchConfig cfg;
     void *args[1];
     args[0] = params;
     if (cluster_x <= 1)
@@ -2420,19 +2395,18 @@ static dcpattn_status dcpattn__launch_fn(const dcpattn__variant *v, dcpattn__CUf
     attr.value.cluster.x = cluster_x;
     attr.value.cluster.y = 1;
     attr.value.cluster.z = 1;
-    return dcpattn__cu_check(dcpattn__launch_ex(v, fn, gx, gy, gz, &attr, params, stream), what);
-}
-/* fn as a cooperative kernel (every CTA resident at once: cuLaunchKernelEx's cooperative
-   attribute, also kept by a CUDA graph's kernel node); the driver's result as it is, so that the
-   caller can take another way where the grid does not fit (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-   or the context takes no cooperative launch (CUDA_ERROR_NOT_SUPPORTED). */
-static dcpattn__CUresult dcpattn__launch_cooperative(const dcpattn__variant *v, dcpattn__CUfunction fn, unsigned gx,
-                                                     unsigned gy, unsigned gz, void *params, dcpattn_stream stream) {
-    dcpattn__CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attr.value.cooperative = 1;
-    return dcpattn__launch_ex(v, fn, gx, gy, gz, &attr, params, stream);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.grid_x = gx;
+    cfg.grid_y = gy;
+    cfg.grid_z = gz;
+    cfg.block_x = (unsigned)v->threads;
+    cfg.block_y = 1;
+    cfg.block_z = 1;
+    cfg.shared_bytes = (unsigned)v->smem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.num_attrs = 1;
+    return dcpattn__cu_check(dcpattn__cu.LaunchKernelEx(&cfg, fn, args, NULL), what);
 }
 static dcpattn_status dcpattn__launch(const dcpattn__variant *v, unsigned gx, unsigned gy, unsigned gz,
                                       unsigned cluster_x, void *params, dcpattn_stream stream, const char *what) {
@@ -3110,10 +3084,9 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->workers = p->workers;
     kp->kv_scale_per_head = d->kv_scale_per_head;
     if (p->workers && dcpattn__is_mla(d)) {
-        /* per CTA: two state records (its first-run piece's, and its last-run piece's where that
-           ends a cut sequence: templates/mla.cuh, MlaSchedule), then its words (DCPATTN_KERNEL_ABI) */
+        /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
-        p->flags_offset = 2u * ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
+        p->flags_offset = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
         p->workspace_bytes = p->flags_offset + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
     } else if (p->workers) {
         /* templates/attn.cuh, AttnSchedule: two partial-state slots of a row tile per worker and
@@ -3363,19 +3336,6 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
         kp.flags = (unsigned long long *)((char *)workspace + plan->flags_offset);
         kp.token = dcpattn__run_token(); /* (batch <= max_batch: checked above) */
         kp.workers = dcpattn__run_workers(plan->workers, (int64_t)a.batch * (mla ? 1 : plan->row_tiles));
-        if (mla && dcpattn__cu.LaunchKernelEx) {
-            /* MLA: the cut sequences' merge spread over their pieces (templates/mla.cuh, SPREAD),
-               whose waits need every CTA resident: a cooperative launch; where the grid does not
-               fit (other work holding SMs) or the context takes none, the merge tree, which waits
-               only on CTAs launched before the waiting one */
-            dcpattn__CUresult r;
-            kp.spread = 1;
-            r = dcpattn__launch_cooperative(plan->attn, plan->fn_balanced, (unsigned)kp.workers, 1u,
-                                            (unsigned)plan->row_tiles, &kp, stream);
-            if (r != DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && r != DCPATTN__CUDA_ERROR_NOT_SUPPORTED)
-                return dcpattn__cu_check(r, "attention launch (balanced, cooperative)");
-            kp.spread = 0;
-        }
         return dcpattn__launch_fn(plan->attn, plan->fn_balanced, (unsigned)kp.workers,
                                   mla ? 1u : (unsigned)d->num_kv_heads, mla ? (unsigned)plan->row_tiles : 1u, 1u, &kp,
                                   stream, "attention launch (balanced)");

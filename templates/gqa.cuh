@@ -77,8 +77,7 @@
 // wgmma path each K tile, is converted into fp16 tiles (convert_tile) for the 16-bit code. On the
 // wgmma path (PRODUCER) S = Q K^T runs on e4m3 wgmma straight from the K stage as it landed (in
 // 128-byte swizzle atoms, g_off), Q split once into two e4m3 tiles hi + lo (q_tile_to_e4m3:
-// exact for a bf16 query, rescaled by a power of two; their A fragments held in the math
-// warpgroup's registers, q8_frags), and a second warpgroup gathers and
+// exact for a bf16 query, rescaled by a power of two), and a second warpgroup gathers and
 // converts V: 256 threads, 128 registers each at launch, two CTAs per SM; the producer gives
 // 32 of its registers to the math warpgroup (setmaxnreg) and converts the V of tile t into
 // one of two fp16 tiles while the math warpgroup computes tile t - 1 (four e4m3 stages: the K
@@ -350,11 +349,11 @@ template <class Tr, bool STACKED> __device__ __forceinline__ float q_tile_to_e4m
 #pragma unroll
     for (int j = 0; j < MINE; ++j) {
         const int i = tid + j * Tr::THREADS, r = i / Tr::CHUNKS, c = i % Tr::CHUNKS;
-        if (STACKED && r >= Tr::M_TILE / 2) continue;  // zero rows: nothing to store
         unsigned hi[4], lo[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
             f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
+        if (STACKED && r >= Tr::M_TILE / 2) continue;
         const unsigned a = sQ + g_piece<Tr>(STACKED ? stacked_row(r) : r, c);
         const unsigned b = STACKED ? sQ + g_piece<Tr>(stacked_row(r) + 8, c) : a + Tr::Q8_BYTES;
         st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
@@ -573,40 +572,27 @@ __device__ __forceinline__ void scores_issue(float (&s)[Tr::NW / 8][4], const Gq
     }
     wgmma_commit();
 }
-template <class Tr, bool STACKED> using Q8Frags = unsigned[STACKED ? 1 : 2][Tr::D / 32][4];
-// The math warpgroup's A fragments of Q's e4m3 tiles (q_tile_to_e4m3), read once a segment:
-// [part (hi, lo; STACKED: the one stacked tile)][k32 step][4] of this warp's 16 rows, by
-// ldmatrix over the K-stage layout (matrix i: rows +8 (i & 1), bytes +16 (i >> 1) of the step).
-template <class Tr, bool STACKED> __device__ __forceinline__ void q8_frags(Q8Frags<Tr, STACKED> &qf, unsigned sQ) {
-    const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-    const int r = wi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-    for (int h = 0; h < (STACKED ? 1 : 2); ++h)
-#pragma unroll
-        for (int kk = 0; kk < Tr::D / 32; ++kk)
-            ldsm_x4(sQ + h * Tr::Q8_BYTES + g_off<Tr>(r, 2 * kk + (lane >> 4)), qf[h][kk]);
-}
-// PRODUCER's stage "scores": S = Q K^T in e4m3 k32 steps, Q's hi and lo tiles (q_tile_to_e4m3)
-// from registers (q8_frags) against the e4m3 K stage at dk0 + stage_off. An e4m3 wgmma adds into
+// PRODUCER's stage "scores": S = Q K^T in e4m3 k32 steps, Q's hi and lo tiles (q_tile_to_e4m3,
+// at dq and dq + Q8_BYTES) against the e4m3 K stage at dk0 + stage_off. An e4m3 wgmma adds into
 // its accumulators with about 14 significant bits, not fp32's 24 (truncating: a score comes out
 // a little closer to 0), each step losing bits in proportion to the sum so far: a score carries
 // an error of about 2^-13 of its size (G1F, G2F: LSE 1-4e-4 below the reference, within the
 // FP8 floor of docs/contract.md 10). The lo tile's steps go first, while the sum is small (hi
-// first measured no different, docs/performance.md). STACKED: the one stacked tile (its
+// first measured no different, docs/performance.md). STACKED: the one stacked tile at dq (its
 // rows' hi and lo parts, each summed on its own; fold_stacked adds them).
 template <class Tr, bool STACKED>
-__device__ __forceinline__ void scores_issue_e4m3(float (&s)[Tr::NW / 8][4], const Q8Frags<Tr, STACKED> &qf,
+__device__ __forceinline__ void scores_issue_e4m3(float (&s)[Tr::NW / 8][4], unsigned long long dq,
                                                   unsigned long long dk0, unsigned stage_off) {
     float(&sf)[Tr::NW / 2] = reinterpret_cast<float(&)[Tr::NW / 2]>(s);
-    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32);
+    const unsigned lo = (unsigned)dk0, hi = (unsigned)(dk0 >> 32), qlo = (unsigned)dq, qhi = (unsigned)(dq >> 32);
     fence_regs(sf);
     wgmma_fence();
 #pragma unroll
     for (int h = STACKED ? 0 : 1; h >= 0; --h)  // lo, then hi
 #pragma unroll
         for (int kk = 0; kk < Tr::D / 32; ++kk)
-            wgmma_rs_n64<e4m3>(sf, qf[h][kk], desc_at(add_at(lo, (stage_off + kk * 32) >> 4), hi),
-                               kk > 0 || (h == 0 && !STACKED));
+            wgmma_ss_n64<e4m3>(sf, desc_at(add_at(qlo, (h * Tr::Q8_BYTES + kk * 32) >> 4), qhi),
+                               desc_at(add_at(lo, (stage_off + kk * 32) >> 4), hi), kk > 0 || (h == 0 && !STACKED));
     wgmma_commit();
 }
 // Stacked rows: each row's score is its hi row's plus its lo row's (s[n][0, 1] and s[n][2, 3] of
@@ -706,16 +692,14 @@ __device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], con
 // e4m3 wgmma (STACKED: the segment's rows stacked, then folded), the softmax (softmax_stage of
 // gqa_segment), PV from the fp16 V tile t % 2, one barrier with the producer a tile.
 template <class Tr, bool STACKED, class Softmax>
-__device__ __forceinline__ void producer_math_tiles(float (&o)[Tr::D / 8][4], Softmax &softmax_stage, unsigned sQ,
-                                                    unsigned long long dk8, unsigned long long dvt, int kv_begin,
-                                                    int n_tiles) {
+__device__ __forceinline__ void producer_math_tiles(float (&o)[Tr::D / 8][4], Softmax &softmax_stage,
+                                                    unsigned long long dq, unsigned long long dk8,
+                                                    unsigned long long dvt, int kv_begin, int n_tiles) {
     constexpr int NW = Tr::NW, D = Tr::D;
-    Q8Frags<Tr, STACKED> qf;
-    q8_frags<Tr, STACKED>(qf, sQ);
     for (int t = 0; t < n_tiles; ++t) {
         const int ts = kv_begin + t * Tr::KV_TILE;
         float s[NW / 8][4];
-        scores_issue_e4m3<Tr, STACKED>(s, qf, dk8, (t % Tr::STAGES) * Tr::G_TILE_BYTES);
+        scores_issue_e4m3<Tr, STACKED>(s, dq, dk8, (t % Tr::STAGES) * Tr::G_TILE_BYTES);
         wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
         if constexpr (STACKED) fold_stacked<Tr>(s);
         softmax_stage(s, ts);
@@ -874,11 +858,11 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
         } else {
             setmaxnreg_inc<256 - Tr::PRODUCER_REGS>();
-            // descriptors: the e4m3 K stages, the fp16 V tiles (at sK, see GqaTraits)
-            const unsigned long long dk8 = sw128_desc(sGK, 16, 1024);
+            // descriptors: Q's e4m3 tiles, the e4m3 K stages, the fp16 V tiles (at sK, see GqaTraits)
+            const unsigned long long dq = sw128_desc(sQ, 16, 1024), dk8 = sw128_desc(sGK, 16, 1024);
             const unsigned long long dvt = sw128_desc(sK, KV_BLOCK, 1024);
             nbar_sync_apart<2, THREADS>();  // (the producer's first step)
-            producer_math_tiles<Tr, STACKED>(o, softmax_stage, sQ, dk8, dvt, kv_begin, n_tiles);
+            producer_math_tiles<Tr, STACKED>(o, softmax_stage, dq, dk8, dvt, kv_begin, n_tiles);
             setmaxnreg_dec<128>();
         }
     } else {

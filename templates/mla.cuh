@@ -109,7 +109,10 @@
 // rest, and the tile is converted, scaled and multiplied as a dense FP8 tile (fp16, k_scale,
 // v_scale). The head's sink (rank 0) joins the row in the epilogue. Named barriers: 1 the math
 // warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
-// scales go to P1).
+// scales go to P1). At most 16 heads take the narrow tile of 16 (sparse_<dtype>_kv<cache>_m16_sm90,
+// see "Narrow tiles"): stage 1's scales then have a slot of their own (SMEM_SC1: P1 is read by
+// warpgroup 1's own PV), and the kept-row count reaches the math warpgroups through the workspace
+// (topk + 1 words a CTA).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -122,7 +125,8 @@
 // chunk c ^ (r % 8) (the hardware's 128B swizzle, what TMA writes; blocks 1024-byte aligned).
 // The same bytes are an MN-major SW128 operand for PV (LBO = 8192 between 64-channel blocks,
 // SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
-// 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 / 3 "P and
+// 1 reuses Q's rope block (its fragments live in registers; narrow tiles: both P in P0's block,
+// see MlaTraits). Named barriers: 2 / 3 "P and
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
 // 6 + w inside warpgroup w.
 //
@@ -249,7 +253,7 @@ template <class Tr> __device__ __forceinline__ unsigned qstep(int kk) {
     return ((kk >> 2) * Tr::Q_BLOCK + (kk & 3) * 32) >> 4;
 }
 
-// Stage "load Q": the 64 packed rows x 576 channels of the CTA's tile (zero rows past the end)
+// Stage "load Q": the M_TILE packed rows x 576 channels of the CTA's tile (zero rows past the end)
 // into the Q tile at sQ, 128-byte swizzled like the K tiles, and waited for.
 template <class Tr, class Cta>
 __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const Cta &cta, unsigned sQ, int tid) {
@@ -641,19 +645,15 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS >= 8, "the flag, 5 schedule values, SPREAD's counter and second flag");
+    static_assert(DCPATTN_BAL_WORDS >= 6, "the flag and 5 schedule values");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
     int b, u;          // current sequence, its units
     static constexpr int KV_TILE = 64;  // keys per unit (MlaTraits::KV_TILE)
-    // Restart units per sequence with SPREAD's merge (p.spread): near a piece's measured fixed
-    // cost (about 11 us against 1.9 us a tile, docs/performance.md "Where S3's time goes");
-    // with the tree, the shared DCPATTN_SCHED_RESTART
-    static constexpr int RESTART = 5;
 
     static __device__ __forceinline__ int units(const dcpattn_attn_kparams &p, int b) {
-        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, p.spread ? RESTART : DCPATTN_SCHED_RESTART);
+        return dcpattn_sched_units(ldg_i32(p.seqused_k + b), KV_TILE, DCPATTN_SCHED_RESTART);
     }
     // Finds this worker's range and its last sequence; false: the range is empty. `scratch`:
     // 259 long longs of shared memory that no one else touches until init returns.
@@ -734,19 +734,9 @@ struct MlaSchedule {
     static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
         return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
     }
-    // The state record of CTA (w, blockIdx.z) in slot `slot` (1: SPREAD's last piece of a cut
-    // sequence, the CTA's last-run piece; 0: any other), this thread's part of it.
-    static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w, int slot = 0) {
-        return reinterpret_cast<f4 *>(p.o_part) +
-               (((long long)w * 2 + slot) * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 + threadIdx.x;
-    }
-    // The publication flag of that record: word 0 of the CTA's words, word 7 for slot 1.
-    static __device__ __forceinline__ unsigned long long *flag(const dcpattn_attn_kparams &p, int w, int slot = 0) {
-        return words(p, w) + (slot ? 7 : 0);
-    }
-    // SPREAD's arrival counter of the cut sequence whose last piece CTA w runs: word 6.
-    static __device__ __forceinline__ unsigned *counter(const dcpattn_attn_kparams &p, int w) {
-        return reinterpret_cast<unsigned *>(words(p, w) + 6);
+    static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
+        return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
+               threadIdx.x;
     }
     // Which of the thread's NR rows its O element i belongs to: the m64 tile's two (elements 4 k,
     // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), a narrow tile's N / 4 (mla_detail::narrow_c
@@ -756,18 +746,15 @@ struct MlaSchedule {
     }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
     // a piece inside the tree (see above) adds its subtree's states first. live: whether this
-    // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a tile of
-    // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes). A record holds NO / 4 float4 of O,
-    // then the NR maxima and the NR sums.
+    // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a 64-row
+    // tile holding 16 rows moves a quarter of the bytes; on a narrow tile every thread holds
+    // channels of every row). A record holds NO / 4 float4 of O, then the NR maxima and the NR sums.
     template <int NO, int NR>
     __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
                                             float (&l)[NR], bool live) const {
         static_assert(NO / 4 + NR / 2 <= 33, "a thread's part of a record");
-        if (U >= p.workers && !p.spread) merge(p, o, m, l, live, false);
-        const int slot = finisher(p) && s + u <= hi;  // (SPREAD: the sequence's last piece)
-        if (p.spread && U >= p.workers && s >= lo && threadIdx.x == 0)  // (the first piece: before its flag)
-            *counter(p, dcpattn_sched_owner(U, p.workers, s + u - 1)) = 0u;
-        f4 *r = record(p, blockIdx.x, slot);
+        if (U >= p.workers) merge(p, o, m, l, live, false);
+        f4 *r = record(p, blockIdx.x);
         if (live) {
 #pragma unroll
             for (int i = 0; i < NO / 4; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
@@ -779,225 +766,7 @@ struct MlaSchedule {
         }
         fence_gpu();
         __syncthreads();
-        if (threadIdx.x == 0) st_release_u64(flag(p, blockIdx.x, slot), p.token);
-    }
-    // SPREAD: where every worker holds a unit (U >= workers), a cut sequence's final merge is
-    // spread over its pieces but the first: every piece publishes its state, and piece f of
-    // pieces 0 .. n (f >= 1; the first one's CTA goes on to other sequences, the others have
-    // nothing left or run this piece last) waits for all n + 1 flags, adds every state for the
-    // columns of record f4 slots [32 (f - 1) / n, 32 f / n) (8 channels a slot in each
-    // warpgroup's half) and writes those channels of every row; piece 1 writes the LSE. Each adds
-    // the states in piece order, so the bits do not depend on timing. The finishers arrive on a
-    // counter in the last piece's words (word 6), which the first piece zeroes before it sets its
-    // flag (every finisher waits for that flag before it arrives); the last arrival resets the
-    // flags, so a graph replay starts clean. (A compare-and-swap loop there, as the GQA
-    // schedule's counter has, made ptxas serialize this kernel's wgmmas: C7520.) Against the
-    // tree (the last piece ceil(log2(n + 1)) publications and reads after the others) the output
-    // is written one publication and one read of a slice after the last piece's main loop.
-    // Unlike the tree, a finisher waits for a CTA launched after it (the last piece's), so SPREAD
-    // needs every CTA resident at once: p.spread is set where the host launched the kernel as a
-    // cooperative one (include/dcpattn.h, attn_run); else the tree.
-    // Whether this piece finishes its sequence's merge under SPREAD (a piece after the first).
-    __device__ __forceinline__ bool finisher(const dcpattn_attn_kparams &p) const {
-        return p.spread && U >= p.workers && s < lo;
-    }
-    // SPREAD's finish (above), by every thread of the CTA after its publish, for the job of
-    // units [s, s + u) of U, whose packed rows start at query token q_begin (GROUP rows a token):
-    // rows row0 + r of nrows; xm: the 2 x 64 words sum_warpgroups uses. Stores like store_rows.
-    // A call with scalar arguments: inlined, its unrolled loads took the balanced tile loop from
-    // 2541 to 2591 instructions (tests/sass_loops.sh).
-    template <class Tr>
-    static __device__ __noinline__ void finish(const dcpattn_attn_kparams &p, long long U, long long s, int u,
-                                               int q_begin, int row0, int nrows, int split, float *xm, int wg,
-                                               int r_lo, int r_hi, int q4, bool live) {
-        using T = typename Tr::T;
-        static_assert(!Tr::SPARSE, "the balanced schedule is dense MLA's");
-        auto row_out = [&](int R) -> AttnRowOut { return {p, q_begin + R / Tr::GROUP, R % Tr::GROUP}; };
-        constexpr int SL = 2;  // record slots added at once
-        const int w0 = dcpattn_sched_owner(U, p.workers, s), f = (int)blockIdx.x - w0;
-        const int n = dcpattn_sched_owner(U, p.workers, s + u - 1) - w0;  // (the last piece's index)
-        const int i0 = 32 * (f - 1) / n, i1 = 32 * f / n;
-        wait_pieces(p, w0, n, f);
-        // this thread's rows: the pieces' maximum and weighted sums (online, in piece order)
-        float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
-#pragma unroll 4
-        for (int k = 0; k <= n; ++k) {
-            if (!live) continue;
-            const f4 st = ld_cg_f4(record(p, w0 + k, k == n) + 32 * 256);
-            const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
-            l_lo = fmaf(l_lo, state_weight(m_lo, nm_lo), st.z * state_weight(st.x, nm_lo));
-            l_hi = fmaf(l_hi, state_weight(m_hi, nm_hi), st.w * state_weight(st.y, nm_hi));
-            m_lo = nm_lo;
-            m_hi = nm_hi;
-        }
-        mla_detail::sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
-        float inv_lo = sum_inv(l_lo), inv_hi = sum_inv(l_hi);
-        if constexpr (Tr::FP8) {  // (value = e4m3 * v_scale)
-            inv_lo *= p.v_scale[0];
-            inv_hi *= p.v_scale[0];
-        }
-        const int R_lo = row0 + r_lo, R_hi = row0 + r_hi;
-        const bool split_out = p.num_splits > 1;
-#pragma unroll 1
-        for (int ib = i0; ib < i1; ib += SL) {
-            f4 acc[SL];
-#pragma unroll
-            for (int c = 0; c < SL; ++c) acc[c] = f4{0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4  // (loads of four pieces in flight)
-            for (int k = 0; k <= n; ++k) {
-                if (!live) continue;
-                const f4 *r = record(p, w0 + k, k == n);
-                const f4 st = ld_cg_f4(r + 32 * 256);
-                const float a_lo = state_weight(st.x, m_lo), a_hi = state_weight(st.y, m_hi);
-#pragma unroll
-                for (int c = 0; c < SL; ++c)
-                    if (ib + c < i1) {
-                        const f4 v = ld_cg_f4(r + (ib + c) * 256);
-                        acc[c].x = fmaf(v.x, a_lo, acc[c].x);
-                        acc[c].y = fmaf(v.y, a_lo, acc[c].y);
-                        acc[c].z = fmaf(v.z, a_hi, acc[c].z);
-                        acc[c].w = fmaf(v.w, a_hi, acc[c].w);
-                    }
-            }
-#pragma unroll
-            for (int c = 0; c < SL; ++c) {
-                const int i = ib + c;
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int R = half ? R_hi : R_lo;
-                    if (!live || i >= i1 || R >= nrows) continue;
-                    const float inv = half ? inv_hi : inv_lo;
-                    const float x = (half ? acc[c].z : acc[c].x) * inv, y = (half ? acc[c].w : acc[c].y) * inv;
-                    const AttnRowOut out = row_out(R);
-                    const int col = wg * 256 + 2 * q4 + i * 8;
-                    if (split_out)
-                        *reinterpret_cast<f2 *>(p.o_part + out.part(split) * Tr::DV + col) = f2{x, y};
-                    else
-                        *reinterpret_cast<unsigned *>(out.out(col)) = pack2<T>(x, y);
-                }
-            }
-        }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // the LSE, by piece 1
-            const int R = half ? R_hi : R_lo;
-            if (!live || f != 1 || wg != 0 || q4 != 0 || R >= nrows) continue;
-            write_lse(p, row_out(R), split, row_lse2(half ? m_hi : m_lo, half ? l_hi : l_lo));
-        }
-        arrive_pieces(p, w0, n);
-    }
-    // SPREAD's finish on a narrow tile: the same, for the narrow tile's state (ROWS rows a
-    // thread, O^T elements as store_narrow maps them; red: the 8 x M_TILE floats sum_narrow uses);
-    // piece f takes record slots [SLOTS (f - 1) / n, SLOTS f / n) of the O_REGS / 4.
-    template <class Tr>
-    static __device__ __noinline__ void finish_narrow(const dcpattn_attn_kparams &p, long long U, long long s, int u,
-                                                      int q_begin, int row0, int nrows, int split, float *red, int wg,
-                                                      int wi, int lane) {
-        using T = typename Tr::T;
-        constexpr int NR = Tr::ROWS, E = Tr::S_REGS, SLOTS = Tr::O_REGS / 4;
-        static_assert(!Tr::SPARSE && Tr::NARROW, "the balanced schedule's narrow tile");
-        auto row_out = [&](int R) -> AttnRowOut { return {p, q_begin + R / Tr::GROUP, R % Tr::GROUP}; };
-        // a piece's row maxima and sums (record slots SLOTS.., NR of each)
-        auto read_ml = [&](const f4 *r, float (&ml)[2 * NR]) {
-#pragma unroll
-            for (int i = 0; i < NR / 2; ++i) {
-                const f4 v = ld_cg_f4(r + (SLOTS + i) * 256);
-                ml[4 * i] = v.x, ml[4 * i + 1] = v.y, ml[4 * i + 2] = v.z, ml[4 * i + 3] = v.w;
-            }
-        };
-        const int w0 = dcpattn_sched_owner(U, p.workers, s), f = (int)blockIdx.x - w0;
-        const int n = dcpattn_sched_owner(U, p.workers, s + u - 1) - w0;
-        const int i0 = SLOTS * (f - 1) / n, i1 = SLOTS * f / n, g = lane >> 2, q4 = lane & 3;
-        wait_pieces(p, w0, n, f);
-        // this thread's rows: the pieces' maximum and weighted sums (online, in piece order),
-        // then over the warps
-        float m[NR], l[NR], inv[NR];
-#pragma unroll
-        for (int c = 0; c < NR; ++c) m[c] = neg_inf(), l[c] = 0.f;
-#pragma unroll 4
-        for (int k = 0; k <= n; ++k) {
-            float ml[2 * NR];
-            read_ml(record(p, w0 + k, k == n), ml);
-#pragma unroll
-            for (int c = 0; c < NR; ++c) {
-                const float nm = fmaxf(m[c], ml[c]);
-                l[c] = fmaf(l[c], state_weight(m[c], nm), ml[NR + c] * state_weight(ml[c], nm));
-                m[c] = nm;
-            }
-        }
-        mla_detail::sum_narrow<Tr>(l, red, (int)(threadIdx.x >> 5), lane);
-#pragma unroll
-        for (int c = 0; c < NR; ++c) {
-            inv[c] = sum_inv(l[c]);
-            if constexpr (Tr::FP8) inv[c] *= p.v_scale[0];  // (value = e4m3 * v_scale)
-        }
-        const bool split_out = p.num_splits > 1;
-#pragma unroll 1
-        for (int i = i0; i < i1; ++i) {
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4  // (loads of four pieces in flight)
-            for (int k = 0; k <= n; ++k) {
-                const f4 *r = record(p, w0 + k, k == n);
-                float ml[2 * NR];
-                read_ml(r, ml);
-                const f4 v = ld_cg_f4(r + i * 256);
-                const float x[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int c = mla_detail::narrow_c((4 * i + e) % E);
-                    acc[e] = fmaf(x[e], state_weight(ml[c], m[c]), acc[e]);
-                }
-            }
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {  // element 4 i + e: block b, row c, half h (store_narrow's map)
-                const int b = (4 * i + e) / E, ee = (4 * i + e) % E, c = mla_detail::narrow_c(ee), h = (ee >> 1) & 1;
-                const int R = row0 + mla_detail::narrow_row(c, q4);
-                if (R >= nrows) continue;
-                const int ch = 256 * wg + 16 * wi + g + 64 * b + 8 * h;
-                const AttnRowOut out = row_out(R);
-                if (split_out)
-                    p.o_part[out.part(split) * Tr::DV + ch] = acc[e] * inv[c];
-                else
-                    *reinterpret_cast<unsigned short *>(out.out(ch)) = (unsigned short)pack2<T>(acc[e] * inv[c], 0.f);
-            }
-        }
-        if (f == 1 && wg == 0 && wi == 0 && lane < 4)  // the LSE, by piece 1 (store_narrow's owners)
-#pragma unroll
-            for (int c = 0; c < NR; ++c) {
-                const int R = row0 + mla_detail::narrow_row(c, lane);
-                if (R < nrows) write_lse(p, row_out(R), split, row_lse2(m[c], l[c]));
-            }
-        arrive_pieces(p, w0, n);
-    }
-    // SPREAD: a row's LSE, into the split partials or the output (as store_rows writes it).
-    static __device__ __forceinline__ void write_lse(const dcpattn_attn_kparams &p, const AttnRowOut &out, int split,
-                                                     float lse2) {
-        if (p.num_splits > 1)
-            p.lse_part[out.part(split)] = lse2;
-        else if (p.lse)
-            out.lse(lse2);
-    }
-    // SPREAD: waits for the flag of every piece of pieces 0 .. n (from worker w0) but f's own.
-    // (Loops with uniform bounds and the thread's own conditions inside them: a loop that
-    // depends on the thread makes ptxas serialize the kernel's wgmmas, as in merge.)
-    static __device__ __forceinline__ void wait_pieces(const dcpattn_attn_kparams &p, int w0, int n, int f) {
-#pragma unroll 1
-        for (int k = 0; k <= n; ++k) {
-            if (k == f) continue;
-            if (threadIdx.x == 0) {
-                const unsigned long long *fl = flag(p, w0 + k, k == n);
-                while (ld_acquire_u64(fl) != p.token) nanosleep_ns(100);
-            }
-        }
-        __syncthreads();
-    }
-    // SPREAD: the finishers arrive on the counter; the last to arrive cleans the flags and the
-    // counter for a replay.
-    static __device__ __forceinline__ void arrive_pieces(const dcpattn_attn_kparams &p, int w0, int n) {
-        __syncthreads();
-        if (threadIdx.x == 0 && atomicAdd(counter(p, w0 + n), 1u) + 1 == (unsigned)n) {
-#pragma unroll 1
-            for (int j = 0; j <= n; ++j) *reinterpret_cast<volatile unsigned long long *>(flag(p, w0 + j, j == n)) = 0ull;
-        }
+        if (threadIdx.x == 0) st_release_u64(words(p, blockIdx.x), p.token);
     }
     // Whether worker w has any unit (with fewer units than workers, some have none and publish
     // nothing).
@@ -1667,17 +1436,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // tree's sums to its own first. See MlaSchedule.
             // (narrow: every thread holds channels of every row)
             const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
-            if (role == MlaSchedule::PUBLISH || (role == MlaSchedule::MERGE && sched.finisher(p))) {
+            if (role == MlaSchedule::PUBLISH) {
                 sched.publish(p, o, mr, lr, live);
-                if constexpr (BALANCED && !Tr::NARROW)
-                    if (sched.finisher(p))
-                        MlaSchedule::finish<Tr>(p, sched.U, sched.s, sched.u, cta.q_begin, row0, nrows, cta.split,
-                                                xm, wg, r_lo, r_hi, q4, live);
-                if constexpr (BALANCED && Tr::NARROW)
-                    if (sched.finisher(p))
-                        MlaSchedule::finish_narrow<Tr>(p, sched.U, sched.s, sched.u, cta.q_begin, row0, nrows,
-                                                       cta.split, reinterpret_cast<float *>(gsm + Tr::SMEM_RED), wg,
-                                                       wi, lane);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
                 if constexpr (Tr::NARROW) {

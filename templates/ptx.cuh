@@ -337,7 +337,7 @@ template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
-// d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major); e4m3: 64 x 32 and 32 x 64.
+// d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int accumulate);
 // d (64 x 128) += A (64 x 16, registers) * B (16 x 128, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db);
@@ -362,7 +362,8 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
 // m64nNk16 from shared memory (N = 16: 8 accumulators, 32: 16), A transposed (MN-major) when TA
-// is 1; OPS: the PTX operands (accumulators, then da, db and the accumulate flag's number)
+// is 1; DREGS, DA, DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag),
+// OUTS: the accumulators' output constraints
 #define DCPATTN_SS_NARROW(T, PT, N, TA, DREGS, DA, DB, AC, OUTS)                                                      \
     template <> __device__ __forceinline__ void wgmma_ss_narrow<T, N, TA>(float (&d)[N / 2], unsigned long long da,    \
                                                                           unsigned long long db, int accumulate) {     \
@@ -450,13 +451,6 @@ template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], u
                  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", %32, %33, p, 1, 1;\n}\n"
                  : DCPATTN_F32(d, 0)
                  : "l"(da), "l"(db), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_rs_n64<e4m3>(float (&d)[32], const unsigned (&a)[4], unsigned long long db,
-                                                              int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 : DCPATTN_F32(d, 0)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 #undef DCPATTN_F32
 #undef DCPATTN_F8

@@ -206,6 +206,24 @@ GPU_FN void gpu_merge_init(gpu_merge *g, int n, int rows, int heads, int dim, in
    gpu_seen_empty_rows are plain statics: call data_*, rank_build, ref_sharded, ref_dense and
    verdict from one thread at a time; plan_for, rank_args, out_args, out_poison_on and
    out_fetch_on (one stream's work only) from any thread. */
+#ifdef GPU_UTIL_ATTN
+GPU_FN double gpu_ref_seconds;        /* time spent in the CPU reference */
+GPU_FN long long gpu_seen_empty_rows; /* rows the reference called empty, over all verdicts */
+
+#define MAXB 256     /* sequences per batch */
+#define Q_TAIL 8     /* NaN rows after q's last row: max_total_q - total_q may reach it */
+
+GPU_FN const char *dt_name(int t) { return t == DCPATTN_FP16 ? "fp16" : "bf16"; }
+GPU_FN uint16_t nan_bits(int t) { return t == DCPATTN_FP16 ? REF_FP16_NAN : REF_BF16_NAN; }
+GPU_FN void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
 /* ---------------- tolerances (docs/contract.md 10) ----------------
    out: the error against ref_attn in double may be at most twice the error of the same math
    done in the input precision (ref_attn with emulate_lowp = 1: probabilities and out rounded
@@ -228,25 +246,6 @@ GPU_FN double lse_tol(int t, int base2) {
     double v = t == DCPATTN_FP16 ? 2e-3 : 1e-2;
     return base2 ? v / REF_LN2 : v;
 }
-
-#ifdef GPU_UTIL_ATTN
-GPU_FN double gpu_ref_seconds;        /* time spent in the CPU reference */
-GPU_FN long long gpu_seen_empty_rows; /* rows the reference called empty, over all verdicts */
-
-#define MAXB 256     /* sequences per batch */
-#define Q_TAIL 8     /* NaN rows after q's last row: max_total_q - total_q may reach it */
-
-GPU_FN const char *dt_name(int t) { return t == DCPATTN_FP16 ? "fp16" : "bf16"; }
-GPU_FN uint16_t nan_bits(int t) { return t == DCPATTN_FP16 ? REF_FP16_NAN : REF_BF16_NAN; }
-GPU_FN void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 
 /* ---------------- one batch of global sequences (host) ---------------- */
 #define MAX_HKV 64 /* KV heads with FP8 scales */

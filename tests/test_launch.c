@@ -12,7 +12,6 @@
 
 typedef struct launch_rec {
     unsigned grid[3], block, smem, cluster[3];
-    int cooperative;
     dcpattn__CUfunction fn;
     union {
         dcpattn_attn_kparams attn;
@@ -31,7 +30,6 @@ static dcpattn__CUresult record_launch(dcpattn__CUfunction f, unsigned gx, unsig
     (void)f, (void)by, (void)bz, (void)s, (void)extra;
     r->grid[0] = gx, r->grid[1] = gy, r->grid[2] = gz, r->block = bx, r->smem = smem;
     r->cluster[0] = r->cluster[1] = r->cluster[2] = 0;
-    r->cooperative = 0;
     r->fn = f;
     memcpy(&r->p, args[0], f == fake_fn || f == fake_balanced ? sizeof r->p.attn : sizeof r->p.merge);
     return 0;
@@ -45,17 +43,7 @@ static dcpattn__CUresult record_launch_ex(const dcpattn__CUlaunchConfig *c, dcpa
     for (i = 0; i < c->num_attrs; i++)
         if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
             memcpy(recs[(nrecs - 1) % 4].cluster, &c->attrs[i].value.cluster, sizeof recs[0].cluster);
-        else if (c->attrs[i].id == DCPATTN__CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-            recs[(nrecs - 1) % 4].cooperative = c->attrs[i].value.cooperative;
     return r;
-}
-/* cuLaunchKernelEx that refuses a cooperative grid with refusal_code (it does not fit, or the
-   context takes none): records nothing */
-static dcpattn__CUresult refusal_code;
-static dcpattn__CUresult launch_ex_refused(const dcpattn__CUlaunchConfig *c, dcpattn__CUfunction f, void **args,
-                                           void **extra) {
-    (void)c, (void)f, (void)args, (void)extra;
-    return refusal_code;
 }
 static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
     (void)s;
@@ -85,6 +73,20 @@ static dcpattn__CUresult record_tmap(void *map, int dtype, unsigned rank, void *
     }
     for (i = 0; i < 128; i++) ((unsigned char *)map)[i] = (unsigned char)(0xA0 + i % 16);
     return 0;
+}
+
+/* An MLA plan of d, compiled only (or found in the AOT cache), its kernel the fake; *ma made its
+   arguments (v aliasing k, packed output heads). NULL (and a failed check) where d has none. */
+static dcpattn_attn_plan *fake_mla_plan(dcpattn_context *ctx, const dcpattn_attn_desc *d, dcpattn_attn_args *ma) {
+    dcpattn_attn_plan *p = NULL;
+    ctx->compile_only = 1;
+    CHECK(dcpattn_attn_plan_create(ctx, d, &p) == 0, "MLA plan: %s", dcpattn_last_error());
+    ctx->compile_only = 0;
+    if (!p) return NULL;
+    p->attn->fn = fake_fn;
+    ma->v_cache = ma->k_cache;
+    ma->out_stride_h = 0;
+    return p;
 }
 
 /* The balanced schedule's worker count at run time (dcpattn__run_workers): within 95 % of the
@@ -293,13 +295,7 @@ int main(void) {
         for (i = 0; i < 3; i++) {
             dcpattn_attn_args ma = a;
             m.page_size = pages[i];
-            ctx->compile_only = 1;
-            CHECK(dcpattn_attn_plan_create(ctx, &m, &mp) == 0, "MLA plan: %s", dcpattn_last_error());
-            if (!mp) continue;
-            ctx->compile_only = 0;
-            mp->attn->fn = fake_fn;
-            ma.v_cache = ma.k_cache;
-            ma.out_stride_h = 0;
+            if (!(mp = fake_mla_plan(ctx, &m, &ma))) continue;
             ma.k_stride_t = 640; /* padded token rows */
             ma.k_stride_page = 640LL * pages[i] + 64;
             dcpattn__cu.TensorMapEncodeTiled = NULL;
@@ -339,13 +335,7 @@ int main(void) {
             f.num_q_heads = i ? 16 : 128;
             f.max_q_len = 1;
             f.page_size = 64;
-            ctx->compile_only = 1;
-            CHECK(dcpattn_attn_plan_create(ctx, &f, &mp) == 0, "MLA e4m3 plan: %s", dcpattn_last_error());
-            if (!mp) continue;
-            ctx->compile_only = 0;
-            mp->attn->fn = fake_fn;
-            ma.v_cache = ma.k_cache;
-            ma.out_stride_h = 0;
+            if (!(mp = fake_mla_plan(ctx, &f, &ma))) continue;
             ma.k_stride_t = 576;
             ma.k_stride_page = 576LL * 64;
             ma.k_scale = ma.v_scale = (const float *)FAKE(0x200);
@@ -382,7 +372,7 @@ int main(void) {
                 mp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
                 ma.v_cache = ma.k_cache;
                 ma.out_stride_h = 0;
-                want = (size_t)w * rt * (2 * 33 * 256 * 16 + 64);
+                want = (size_t)w * rt * (33 * 256 * 16 + 64);
                 CHECK(w == (20 / rt > 1 ? 20 / rt : 1) && dcpattn_attn_num_splits(mp) == 1 &&
                           dcpattn_attn_workspace_size(mp) == want,
                       "MLA balanced: %d workers, %d row tiles, workspace %zu (want %zu)", w, rt,
@@ -397,7 +387,7 @@ int main(void) {
                 CHECK(nrecs == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w && r0->grid[1] == 1 &&
                           r0->grid[2] == (unsigned)rt && r0->p.attn.workers == w &&
                           r0->p.attn.o_part == (float *)FAKE(0x100000) &&
-                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 2 * 33 * 256 * 16 &&
+                          (char *)r0->p.attn.flags == (char *)FAKE(0x100000) + (size_t)w * rt * 33 * 256 * 16 &&
                           (tok1 & 1),
                       "MLA balanced launch: fn %p grid %u %u %u workers %d token %llx", (void *)r0->fn, r0->grid[0],
                       r0->grid[1], r0->grid[2], r0->p.attn.workers, tok1);
@@ -405,30 +395,6 @@ int main(void) {
                 CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && r0->p.attn.token != tok1 &&
                           (r0->p.attn.token & 1),
                       "MLA balanced: a fresh token per run");
-                CHECK(!r0->cooperative && r0->p.attn.spread == 0, "MLA balanced without cuLaunchKernelEx: the tree");
-                /* with cuLaunchKernelEx: a cooperative launch and the spread merge; where the grid
-                   does not fit, a plain launch and the tree */
-                dcpattn__cu.LaunchKernelEx = record_launch_ex;
-                nrecs = 0;
-                CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 && r0->cooperative == 1 &&
-                          r0->p.attn.spread == 1 && r0->fn == fake_balanced && r0->grid[0] == (unsigned)w,
-                      "MLA balanced, cooperative: %d launches, cooperative %d, spread %d", nrecs, r0->cooperative,
-                      r0->p.attn.spread);
-                dcpattn__cu.LaunchKernelEx = launch_ex_refused;
-                {
-                    static const dcpattn__CUresult refusals[2] = {DCPATTN__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
-                                                                  DCPATTN__CUDA_ERROR_NOT_SUPPORTED};
-                    int k;
-                    for (k = 0; k < 2; k++) {
-                        refusal_code = refusals[k];
-                        nrecs = 0;
-                        CHECK(dcpattn_attn_run(mp, &ma, FAKE(0x100000), want, 0) == 0 && nrecs == 1 &&
-                                  !r0->cooperative && r0->p.attn.spread == 0 && r0->fn == fake_balanced,
-                              "MLA balanced, cooperative launch refused (%d): %d launches, cooperative %d, spread %d",
-                              (int)refusal_code, nrecs, r0->cooperative, r0->p.attn.spread);
-                    }
-                }
-                dcpattn__cu.LaunchKernelEx = NULL;
                 dcpattn_attn_plan_destroy(mp);
             }
             m.num_splits = 1;
@@ -437,8 +403,9 @@ int main(void) {
         dcpattn__cu.TensorMapEncodeTiled = NULL;
         /* sparse MLA with the FP8 cache on sm_90a: the MLA kernel's pipeline (variant ..._sm90), one
            launch of 256 threads per (query slot, block of 64 heads), and a workspace of each CTA's
-           kept rows and their count (max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8 bytes) handed to the
-           kernel as topk_rows; the sinks reach rank 0's kernel only */
+           kept rows and their count (max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8
+           bytes, rounded up to 256) handed to the kernel as topk_rows; the sinks reach rank 0's
+           kernel only */
         {
             dcpattn_attn_desc s = m; /* the MLA descriptor, made sparse */
             dcpattn_attn_plan *sp = NULL;
