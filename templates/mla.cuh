@@ -369,6 +369,19 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return exp2i(e);
 }
 
+// Token rows r0.. (r0 < KV_TILE) of NB consecutive 16-bit blocks of a stage (blk0.., st: the
+// stage's first byte) become zeros, by the 128 threads of one warpgroup (tw): the V rows past a
+// piece's last visible key, where unused slots may hold NaN, which would survive P = 0.
+template <class Tr, int NB>
+__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw) {
+    const unsigned zero[4] = {0u, 0u, 0u, 0u};
+    static_assert((NB & (NB - 1)) == 0, "NB: a power of two");
+    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * 8; idx += 128)  // 8 chunks a row and block
+        st_shared_u4(st + (blk0 + ((idx >> 3) & (NB - 1))) * Tr::BLOCK_BYTES + (r0 + (idx >> 3) / NB) * 128 +
+                         ((idx & 7) << 4),
+                     zero);
+}
+
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
 // tokens x 64 bytes at raw_at(b), each on its mbarrier at bars + 8 b with parity par), into the
 // stage's nine fp16 blocks (the SW128 layout of a 16-bit tile), in place, by the 128 threads of one
@@ -471,11 +484,8 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(b, b);
     if (!Tr::SPARSE && valid < Tr::KV_TILE) {  // (the last tile of a piece only)
-        const unsigned zero[4] = {0u, 0u, 0u, 0u};
-        const int v0 = max(valid, 0);
         wg_sync(wg);  // the conversion's stores to those rows are done
-        for (int idx = tw; idx < (Tr::KV_TILE - v0) * 64; idx += 128)  // rows v0.. of V's 8 blocks, 8 chunks each
-            st_shared_u4(st + ((idx >> 3) & 7) * Tr::BLOCK_BYTES + (v0 + (idx >> 6)) * 128 + ((idx & 7) << 4), zero);
+        zero_v_rows<Tr, 8>(st, 0, max(valid, 0), tw);  // V's 8 blocks
     }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
@@ -1153,16 +1163,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
             };
             // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
-            // the last visible key (unused slots may hold NaN, which would survive P = 0).
+            // the last visible key.
             auto zero_tail = [&](int t) {
-                const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
 #pragma unroll 1
                 for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-                for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
-                    const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
-                    *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES +
-                                               r * 128 + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-                }
+                zero_v_rows<Tr, 4>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
                 fence_proxy_async();
                 wg_sync(wg);
             };
