@@ -109,7 +109,7 @@ demo: aot $(BUILD)/demo
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_sched $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
              $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits $(BUILD)/test_sparse_cpu
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big \
-             $(BUILD)/test_gpu_sm80 $(BUILD)/test_gpu_sparse
+             $(BUILD)/test_gpu_sm80 $(BUILD)/test_gpu_sparse $(BUILD)/test_gpu_wgmma
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
 HAVE_LIBFUZZER := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
                     | clang -x c -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1 && echo yes)
@@ -142,6 +142,11 @@ $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUI
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  $< -o $@ $(HOSTLIBS) -lcublas
+
+# the wgmma layouts the narrow MLA tiles assume (CUDA C++ on the templates' wrappers, sm_90a)
+$(BUILD)/test_gpu_wgmma: tests/test_gpu_wgmma.cu templates/ptx.cuh templates/common.cuh tests/check.h | $(BUILD) deps
+	@echo "  NVCC    $@"
+	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Itests $< -o $@
 
 bench: aot $(BUILD)/bench
 	$(Q)$(BUILD)/bench --json $(BUILD)/bench.json

@@ -1755,14 +1755,14 @@ int main(int argc, char **argv) {
     /* G1 and G2 with an FP8 e4m3 cache (bytes: the e4m3 bytes read) */
     const attn_case G1F = {"G1F", 7, 0, 64, 64, 8, 128, 128, 8192, 16, 4, 1, 1, {1, 2, 4, 8}, 0, 0, {}, NULL, 1};
     const attn_case G2F = {"G2F", 8, 0, 8, 64, 8, 128, 128, 65536, 64, 8, 3, 16, {1, 2, 4, 8}, 0, 0, {}, NULL, 1};
-    /* M1: W = 8, rank 0, I = 1. M2: W = 1. */
+    /* M1: W = 8, rank 0, I = 1. M2: W = 1, q_len 1 and 2 (multi-token prediction). */
     const attn_case M1 = {"M1", 10, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0, {}, NULL};
     const attn_case M1P = {"M1P", 11, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, PS, {}, NULL};
-    const attn_case M2 = {"M2", 12, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0, {}, NULL};
-    const attn_case M2P = {"M2P", 13, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, PS, {}, NULL};
+    const attn_case M2 = {"M2", 12, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1, 2}, 0, 0, {}, NULL};
+    const attn_case M2P = {"M2P", 13, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1, 2}, 0, PS, {}, NULL};
     /* M1 and M2 with an FP8 e4m3 cache (bytes: the 576 e4m3 bytes of a row) */
     const attn_case M1F = {"M1F", 14, 1, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, {2}, 0, 0, {}, NULL, 1};
-    const attn_case M2F = {"M2F", 15, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1}, 0, 0, {}, NULL, 1};
+    const attn_case M2F = {"M2F", 15, 1, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, {1, 2}, 0, 0, {}, NULL, 1};
     /* skewed batches, each against the even batch of the same total keys (suffix E), default plan:
        S1 GQA (G1's heads) 1 x 65536 + 31 x 2048 local keys; S2 GQA 64 lengths from a fixed-seed
        lognormal (median 2048, max 131072, the longest first); S3 MLA 1 x 65536 + 31 x 2048 with

@@ -179,7 +179,7 @@ def main(argv):
                   [(660.0, "FlashMLA's published dense decode, H800: 660")])
     g = bar_groups(rows, peers, ["M2", "M2F"], "gbps")
     if g:
-        plot_bars(plt, out("M2"), "M2 (MLA, q_len 1; M2F: e4m3 cache, GB/s of its bytes): GB/s; %s" % dev, g, "GB/s",
+        plot_bars(plt, out("M2"), "M2 (MLA, q_len 1 and 2; M2F: e4m3 cache, GB/s of its bytes): GB/s; %s" % dev, g, "GB/s",
                   [(read, "read ceiling %.0f" % read)] if read else [])
     others = []
     for r in rows:

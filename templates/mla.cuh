@@ -25,12 +25,23 @@
 // to tile in order (warpgroup 1's softmax of t1 follows warpgroup 0's of t0, whose next
 // softmax follows it).
 //
+// Narrow tiles (M_TILE N = 16 or 32 packed rows: Hq 16 at q_len 1 or 2): a 64-row tile would
+// leave three quarters or half of every MMA empty, so S and O are computed transposed and the 64
+// keys of a KV tile fill the wgmma's 64 rows: S^T = K Q^T (m64nNk16, K from its stage and Q,
+// both K-major, Q from shared memory whole), and O^T[my half] += V^T P^T (m64nNk16 per 64-channel
+// block of V, which is the MN-major A operand that the same bytes make, P a K-major N x 64
+// operand that each warpgroup writes to shared memory). The pipeline, the pair order, the loads,
+// the FP8 conversion and the lazy max are the m64 tile's; a row's max over a tile's keys runs over
+// the eight lanes of a quad column and the warpgroup's four warps, which meet in shared memory
+// only when the reference moves. Each thread holds N / 4 rows (narrow_row), O^T 2 N floats.
+//
 // Stages of a segment (mla_decode), by name: functions in mla_detail:: and attn.cuh, and the
 // lambdas of mla_decode, which hold the hand-ordered seesaw in one function body:
 //   select          sparse only: sparse_select (sparse.cuh), the token's kept rows, once per CTA
 //   load Q          load_q_tile (cp.async of the Q tile, sources from AttnCta::q_chunk), FP8 with
 //                   a bf16 query q_tile_to_fp16, then load_q_rope (the rope block's Q
-//                   fragments, kept in registers)
+//                   fragments, kept in registers; narrow tiles: none, S reads the whole Q
+//                   tile from shared memory)
 //   per tile
 //     gather        lookup (a tile's pages), load (TMA of its column blocks), refill (a block
 //                   for the tile two ahead once its last reader is done), zero_tail (the
@@ -41,10 +52,12 @@
 //     mask          mask_key (attn.cuh) inside softmax, on tiles that reach a limit
 //     softmax       softmax (lazy max: mask, row max, exponent, P to A fragments, row sums),
 //                   rescale (O and l when the reference max moves), store_p (P to shared
-//                   memory for the other warpgroup)
-//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile)
+//                   memory for the other warpgroup); narrow: softmax_narrow, rescale_n, adopt
+//                   (the other warpgroup's reference)
+//     PV            pv_own (P from registers), pv_other (P of the other warpgroup's tile);
+//                   narrow: both through pv_narrow (P from shared memory)
 //   epilogue        sum_warpgroups (the two halves' row sums), store_rows (out and lse, or the
-//                   split's partial state)
+//                   split's partial state); narrow: sum_narrow, store_narrow
 //   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
 //                   that ends its sequence), MlaSchedule::merge (adds them, before the epilogue)
 // The lambdas stay lambdas: rescale as a function of its own changed the SASS of every MLA
@@ -69,7 +82,8 @@
 // Shared memory stays as it is. Warpgroup 0 loads the whole raw tile into a stage as soon as it
 // is done with blocks 0-3 (its refills above; block 8 is read only by S, long done), so the
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
-// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p).
+// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). The
+// narrow tiles do the same, their wgmmas reading the converted stage as they read a 16-bit one.
 //
 // Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
 // sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
@@ -95,7 +109,10 @@
 // rest, and the tile is converted, scaled and multiplied as a dense FP8 tile (fp16, k_scale,
 // v_scale). The head's sink (rank 0) joins the row in the epilogue. Named barriers: 1 the math
 // warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
-// scales go to P1).
+// scales go to P1). At most 16 heads take the narrow tile of 16 (sparse_<dtype>_kv<cache>_m16_sm90,
+// see "Narrow tiles"): stage 1's scales then have a slot of their own (SMEM_SC1: P1 is read by
+// warpgroup 1's own PV), and the kept-row count reaches the math warpgroups through the workspace
+// (topk + 1 words a CTA).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -108,12 +125,14 @@
 // chunk c ^ (r % 8) (the hardware's 128B swizzle, what TMA writes; blocks 1024-byte aligned).
 // The same bytes are an MN-major SW128 operand for PV (LBO = 8192 between 64-channel blocks,
 // SBO = 1024 between 8-token groups). P of warpgroup 0 has its own 8 KB block; P of warpgroup
-// 1 reuses Q's rope block (its fragments live in registers). Named barriers: 2 / 3 "P and
+// 1 reuses Q's rope block (its fragments live in registers; narrow tiles: both P in P0's block,
+// see MlaTraits). Named barriers: 2 / 3 "P and
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
 // 6 + w inside warpgroup w.
 //
 // Dynamic shared memory (bytes), as the generator computes it:
-//     (1 + STAGES) * 64 * 576 * 2 + 64 * 128 + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+// (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
 // (the host validates this). v must alias k with the same strides (the host requires it).
@@ -126,7 +145,9 @@ namespace dcpattn {
 
 // SPARSE_ROW_: 0 dense; sparse MLA over gathered rows of that many bytes: 656 (fp8ds), 576 (e4m3
 // with per-tensor scales)
-template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0> struct MlaTraits {
+// M_TILE_: packed query rows per CTA, 64, or 16 or 32 for the narrow tiles (see "Narrow tiles" above)
+template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, int MAX_TOPK_ = 0, int M_TILE_ = 64>
+struct MlaTraits {
     using T = T_;
     using KV_T = KV_T_;  // the cache's element type: T, or e4m3 (converted to fp16, see MT)
     static constexpr bool FP8 = sizeof(KV_T) == 1;
@@ -142,7 +163,12 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static constexpr int MATH_THREADS = 256, PRODUCER_THREADS = SPARSE ? 128 : 0;
     static constexpr int MATH_REGS = 232, PRODUCER_REGS = 40;
     static constexpr int DQK = 576, DV = 512;
-    static constexpr int M_TILE = 64, KV_TILE = 64, STAGES = 2;
+    static constexpr int M_TILE = M_TILE_, KV_TILE = 64, STAGES = 2;
+    static constexpr bool NARROW = M_TILE <= 32;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tiles")
+    // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
+    // the query rows whose max and sum it keeps
+    static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
+    static constexpr int ROWS = NARROW ? M_TILE / 4 : 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
     static constexpr int BLOCKS = DQK / 64;                  // 64-channel column blocks: 8 of V, 1 rope
@@ -155,17 +181,30 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static constexpr __device__ __forceinline__ int raw_at(int blk) {
         return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
     }
+    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's
+    static constexpr int Q_BLOCK = M_TILE * 128;
     static constexpr int SMEM_Q = 0;
-    static constexpr int SMEM_K = TILE_BYTES;
+    static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
-    static constexpr int SMEM_P1 = SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;  // P of warpgroup 1: Q's rope block
-    static constexpr int SMEM_X = SMEM_P0 + BLOCK_BYTES;            // reference max per row [2][64] f32
+    // P of warpgroup 1: Q's rope block (its fragments live in registers); narrow: P0 and P1 are
+    // M_TILE x 64 operands (M_TILE x 128 bytes each) in P0's block, and the row maxima / sums of
+    // the warps (red, 2 x 2 x 4 x M_TILE floats) after them; the block is P_BLOCK bytes
+    static constexpr int SMEM_P1 = NARROW ? SMEM_P0 + M_TILE * 128 : SMEM_Q + (BLOCKS - 1) * BLOCK_BYTES;
+    static constexpr int SMEM_RED = SMEM_P0 + 2 * M_TILE * 128;
+    // (sparse narrow: the scales of stage 1's tile after red, 64 rows x 16 bytes)
+    static constexpr int SMEM_SC1 = SMEM_RED + 64 * M_TILE;
+    static constexpr int P_END = SMEM_SC1 + (SPARSE_ROW_ ? 64 * 16 : 0) - SMEM_P0;
+    static constexpr int P_BLOCK = NARROW && P_END > BLOCK_BYTES ? P_END : BLOCK_BYTES;
+    static constexpr int SMEM_X = SMEM_P0 + P_BLOCK;                // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
     static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
     // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
     static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
     static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
-    static constexpr __device__ __forceinline__ int scales_at(int stage) { return stage ? SMEM_P1 : SMEM_SC; }
+    // (narrow: P1 is read by warpgroup 1's own PV too, so stage 1's scales have a slot of their own)
+    static constexpr __device__ __forceinline__ int scales_at(int stage) {
+        return stage ? (NARROW ? SMEM_SC1 : SMEM_P1) : SMEM_SC;
+    }
     // Sparse: an fp8ds row is 41 chunks of 16 bytes: 32 of e4m3 values, then the 4 scales (chunk
     // SP_SCALES), then 8 of bf16 RoPE
     static constexpr int SP_SCALES = 32;
@@ -174,6 +213,8 @@ template <class T_, class KV_T_, int GROUP_, int THREADS_, int SPARSE_ROW_ = 0, 
     static_assert(2 * MATH_REGS + PRODUCER_REGS <= 3 * 168, "the registers of a 384-thread CTA");
     static_assert(GROUP >= 1 && GROUP <= 128, "query heads");
     static_assert(STAGES == 2, "stage w holds the tiles of warpgroup w");
+    static_assert(M_TILE == 64 || M_TILE == 16 || (M_TILE == 32 && !SPARSE_ROW_),
+                  "tiles of 64 rows, or narrow tiles of 16 (also sparse) or 32");
     static_assert(SMEM_BYTES <= 232448, "shared memory of an sm_90 CTA");
     static_assert(!FP8 || same_type<KV_T, e4m3>, "an 8-bit cache is e4m3");
     static_assert(BLOCKS == 9 && 2 * RAW_BLOCK == BLOCK_BYTES, "convert_tile's order");
@@ -207,8 +248,12 @@ template <class Tr> __device__ __forceinline__ void math_sync() {
 // 32 bytes per step inside it. The start address field (low 14 bits) never carries: shared
 // memory offsets stay below 256 KB.
 __device__ __forceinline__ unsigned kstep(int kk) { return ((kk >> 2) * (64 * 128) + (kk & 3) * 32) >> 4; }
+// The same in the Q tile, whose column blocks are Q_BLOCK bytes apart.
+template <class Tr> __device__ __forceinline__ unsigned qstep(int kk) {
+    return ((kk >> 2) * Tr::Q_BLOCK + (kk & 3) * 32) >> 4;
+}
 
-// Stage "load Q": the 64 packed rows x 576 channels of the CTA's tile (zero rows past the end)
+// Stage "load Q": the M_TILE packed rows x 576 channels of the CTA's tile (zero rows past the end)
 // into the Q tile at sQ, 128-byte swizzled like the K tiles, and waited for.
 template <class Tr, class Cta>
 __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const Cta &cta, unsigned sQ, int tid) {
@@ -218,11 +263,24 @@ __device__ __forceinline__ void load_q_tile(const dcpattn_attn_kparams &p, const
         const int r = idx / CHUNKS, c = idx % CHUNKS, R = cta.row0 + r;
         const bool ok = R < cta.nrows;
         const long long off = cta.q_chunk(0, R, c);
-        cp_async16(sQ + (c >> 3) * Tr::BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
+        cp_async16(sQ + (c >> 3) * Tr::Q_BLOCK + r * 128 + (((c & 7) ^ (r & 7)) << 4), qb + off, ok ? 16 : 0);
     }
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();
+}
+
+// A finished row (reference max m, sum l, both log2 domain) of the output `out`: the factor its O
+// takes (1 / l; sparse: the head's sink joins the row first; FP8: v_scale) and, in lse2, its LSE.
+template <class Tr>
+__device__ __forceinline__ float row_finish(const dcpattn_attn_kparams &p, const AttnRowOut &out, float m, float l,
+                                            float &lse2) {
+    float inv = 1.f;
+    if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, m, l);  // (m, l then include the sink)
+    inv *= sum_inv(l);
+    if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
+    lse2 = row_lse2(m, l);
+    return inv;
 }
 
 // Stage "epilogue": this thread's fragments of rows r_lo and r_hi, the channels of warpgroup wg,
@@ -238,12 +296,9 @@ __device__ __forceinline__ void store_rows(const dcpattn_attn_kparams &p, const 
     for (int half = 0; half < 2; ++half) {
         const int R = cta.row0 + (half ? r_hi : r_lo);
         if (R >= cta.nrows) continue;
-        float l = half ? l_hi : l_lo, m = half ? m_hi : m_lo, inv = 1.f;
         const AttnRowOut out = cta.row_out(0, R);
-        if constexpr (Tr::SPARSE) inv = sparse_sink(p, out.h, m, l);  // (m, l then include the sink)
-        inv *= sum_inv(l);
-        if constexpr (Tr::FP8 && !Tr::SCALED) inv *= p.v_scale[0];  // (value = e4m3 * v_scale)
-        const float lse2 = row_lse2(m, l);
+        float lse2;
+        const float inv = row_finish<Tr>(p, out, half ? m_hi : m_lo, half ? l_hi : l_lo, lse2);
         if (split_out) {
             const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + wg * 256 + 2 * q4;
@@ -283,13 +338,13 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
 // meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
 // proxy; the caller's barrier makes it every thread's.
 template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
-    constexpr int THREADS = Tr::MATH_THREADS;
-    constexpr int N = Tr::M_TILE * Tr::CHUNKS / THREADS;
-    static_assert(N * THREADS == Tr::M_TILE * Tr::CHUNKS, "whole passes");
+    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
+    constexpr int N = (ALL + THREADS - 1) / THREADS;  // passes (the narrow tile's last one partial)
     math_sync<Tr>();  // every thread's cp.async of the tile has landed
     unsigned mx = 0, v[4];
 #pragma unroll
     for (int j = 0; j < N; ++j) {
+        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
         ld_shared_u4(sQ + (tid + j * THREADS) * 16, v);
 #pragma unroll
         for (int k = 0; k < 4; ++k) mx = max(mx, bf16_mag2(v[k]));
@@ -304,6 +359,7 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     const float down = exp2i(-e);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
+        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
         const unsigned a = sQ + (tid + j * THREADS) * 16;
         ld_shared_u4(a, v);
         bf16x8_to_fp16(v, down);
@@ -311,6 +367,19 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     }
     fence_proxy_async();
     return exp2i(e);
+}
+
+// Token rows r0.. (r0 < KV_TILE) of NB consecutive 16-bit blocks of a stage (blk0.., st: the
+// stage's first byte) become zeros, by the 128 threads of one warpgroup (tw): the V rows past a
+// piece's last visible key, where unused slots may hold NaN, which would survive P = 0.
+template <class Tr, int NB>
+__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw) {
+    const unsigned zero[4] = {0u, 0u, 0u, 0u};
+    static_assert((NB & (NB - 1)) == 0, "NB: a power of two");
+    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * 8; idx += 128)  // 8 chunks a row and block
+        st_shared_u4(st + (blk0 + ((idx >> 3) & (NB - 1))) * Tr::BLOCK_BYTES + (r0 + (idx >> 3) / NB) * 128 +
+                         ((idx & 7) << 4),
+                     zero);
 }
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
@@ -415,11 +484,8 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 #pragma unroll
     for (int b = 0; b < 4; ++b) put2(b, b);
     if (!Tr::SPARSE && valid < Tr::KV_TILE) {  // (the last tile of a piece only)
-        const unsigned zero[4] = {0u, 0u, 0u, 0u};
-        const int v0 = max(valid, 0);
         wg_sync(wg);  // the conversion's stores to those rows are done
-        for (int idx = tw; idx < (Tr::KV_TILE - v0) * 64; idx += 128)  // rows v0.. of V's 8 blocks, 8 chunks each
-            st_shared_u4(st + ((idx >> 3) & 7) * Tr::BLOCK_BYTES + (v0 + (idx >> 6)) * 128 + ((idx & 7) << 4), zero);
+        zero_v_rows<Tr, 8>(st, 0, max(valid, 0), tw);  // V's 8 blocks
     }
     fence_proxy_async();  // generic-proxy writes -> read by wgmma
     wg_sync(wg);
@@ -494,6 +560,72 @@ __device__ __forceinline__ void sum_warpgroups(float &l_lo, float &l_hi, float *
     math_sync<Tr>();
     l_lo += xm[(wg ^ 1) * 64 + r_lo];
     l_hi += xm[(wg ^ 1) * 64 + r_hi];
+}
+
+// Narrow tiles (S^T and O^T, 64 x N accumulators, N / 2 elements a thread): accumulator element
+// e of a group of N / 2 belongs to the thread's query row c = narrow_c(e) (of N / 4), which is
+// row narrow_row(c, q4) of the tile; elements e and e + 2 are channels (keys) 8 apart.
+__device__ __forceinline__ int narrow_c(int e) { return ((e >> 2) << 1) | (e & 1); }
+__device__ __forceinline__ int narrow_row(int c, int q4) { return 8 * (c >> 1) + 2 * q4 + (c & 1); }
+
+// Narrow tiles, stage "split merge" of the warps: each thread holds sums over its keys of its
+// rows; every thread ends with the whole rows' sums (red: 8 x M_TILE floats of shared memory no
+// one else reads meanwhile).
+template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[Tr::ROWS], float *red, int warp, int lane) {
+    constexpr int N = Tr::M_TILE;
+#pragma unroll
+    for (int c = 0; c < Tr::ROWS; ++c)
+#pragma unroll
+        for (int d = 4; d < 32; d <<= 1) l[c] += __shfl_xor_sync(0xffffffffu, l[c], d);
+    math_sync<Tr>();  // every reader of red is past it
+    if (lane < 4)
+#pragma unroll
+        for (int c = 0; c < Tr::ROWS; ++c) red[warp * N + narrow_row(c, lane)] = l[c];
+    math_sync<Tr>();
+#pragma unroll
+    for (int c = 0; c < Tr::ROWS; ++c) {
+        float x = 0.f;
+#pragma unroll
+        for (int w = 0; w < Tr::MATH_THREADS / 32; ++w) x += red[w * N + narrow_row(c, lane & 3)];
+        l[c] = x;
+    }
+}
+
+// Narrow tiles, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
+// + 8 h of its rows), normalized by the rows' sums l and written as store_rows writes.
+template <class Tr, class Cta>
+__device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[Tr::O_REGS],
+                                             const float (&m)[Tr::ROWS], const float (&l)[Tr::ROWS], int wg, int wi,
+                                             int lane) {
+    constexpr int E = Tr::S_REGS;  // elements of a block of O^T's 64 rows
+    using T = typename Tr::T;
+    const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
+    const int ch0 = 256 * wg + 16 * wi + (lane >> 2);  // (block b, half h: ch0 + 64 b + 8 h)
+#pragma unroll
+    for (int c = 0; c < Tr::ROWS; ++c) {
+        const int R = cta.row0 + narrow_row(c, lane & 3);
+        if (R >= cta.nrows) continue;
+        const AttnRowOut out = cta.row_out(0, R);
+        float lse2;
+        const float inv = row_finish<Tr>(p, out, m[c], l[c], lse2);
+        if (split_out) {
+            const long long prow = out.part(cta.split);
+            float *dst = p.o_part + prow * Tr::DV + ch0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
+            if (owner) p.lse_part[prow] = lse2;
+        } else {
+            unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
+            if (owner && p.lse) out.lse(lse2);
+        }
+    }
 }
 
 }  // namespace mla_detail
@@ -616,18 +748,31 @@ struct MlaSchedule {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
                threadIdx.x;
     }
+    // Which of the thread's NR rows its O element i belongs to: the m64 tile's two (elements 4 k,
+    // 4 k + 1 the first, 4 k + 2, 4 k + 3 the second), a narrow tile's N / 4 (mla_detail::narrow_c
+    // of the element's place in its 64-channel block of 2 NR).
+    template <int NR> static __device__ __forceinline__ int row_of(int i) {
+        return NR == 2 ? (i >> 1) & 1 : mla_detail::narrow_c(i % (2 * NR));
+    }
     // This thread's O (relative to its rows' reference max m) and row-sum parts, then the flag;
     // a piece inside the tree (see above) adds its subtree's states first. live: whether this
-    // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a tile of
-    // 16 rows, Hq 16 at q_len 1, moves a quarter of the bytes).
-    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                            float &l_lo, float &l_hi, bool live) const {
-        if (U >= p.workers) merge(p, o, m_lo, m_hi, l_lo, l_hi, live, false);
+    // thread's warp holds a row of the tile (its rows are 16 apart from the other warps': a 64-row
+    // tile holding 16 rows moves a quarter of the bytes; on a narrow tile every thread holds
+    // channels of every row). A record holds NO / 4 float4 of O, then the NR maxima and the NR sums.
+    template <int NO, int NR>
+    __device__ __forceinline__ void publish(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
+                                            float (&l)[NR], bool live) const {
+        static_assert(NO / 4 + NR / 2 <= 33, "a thread's part of a record");
+        if (U >= p.workers) merge(p, o, m, l, live, false);
         f4 *r = record(p, blockIdx.x);
         if (live) {
 #pragma unroll
-            for (int i = 0; i < 32; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
-            st_cg_f4(r + 32 * 256, f4{m_lo, m_hi, l_lo, l_hi});
+            for (int i = 0; i < NO / 4; ++i) st_cg_f4(r + i * 256, f4{o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]});
+            float ml[2 * NR];
+#pragma unroll
+            for (int k = 0; k < NR; ++k) ml[k] = m[k], ml[NR + k] = l[k];
+#pragma unroll
+            for (int i = 0; i < NR / 2; ++i) st_cg_f4(r + (NO / 4 + i) * 256, f4{ml[4 * i], ml[4 * i + 1], ml[4 * i + 2], ml[4 * i + 3]});
         }
         fence_gpu();
         __syncthreads();
@@ -641,8 +786,9 @@ struct MlaSchedule {
     // Adds the states of the current sequence's pieces that this one reads (last: it is the
     // sequence's last piece), each once its flag is set: its tree reads (see above), or where some
     // worker holds no unit (the last piece only) every earlier piece's.
-    __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[128], float &m_lo, float &m_hi,
-                                          float &l_lo, float &l_hi, bool live, bool last) const {
+    template <int NO, int NR>
+    __device__ __forceinline__ void merge(const dcpattn_attn_kparams &p, float (&o)[NO], float (&m)[NR],
+                                          float (&l)[NR], bool live, bool last) const {
         const int w0 = dcpattn_sched_owner(U, p.workers, s), j = blockIdx.x - w0;  // (w0 holds its first unit)
         const bool tree = U >= p.workers;
 #pragma unroll 1
@@ -657,25 +803,31 @@ struct MlaSchedule {
             __syncthreads();
             if (!live) continue;
             const f4 *r = record(p, w0 + c);
-            const f4 st = ld_cg_f4(r + 32 * 256);
-            const float nm_lo = fmaxf(m_lo, st.x), nm_hi = fmaxf(m_hi, st.y);
-            // (a row empty in both stays empty: both factors 0)
-            const float a_lo = state_weight(m_lo, nm_lo);
-            const float a_hi = state_weight(m_hi, nm_hi);
-            const float c_lo = state_weight(st.x, nm_lo);
-            const float c_hi = state_weight(st.y, nm_hi);
+            float ml[2 * NR], a[NR], cw[NR];
 #pragma unroll
-            for (int i = 0; i < 32; ++i) {
-                const f4 v = ld_cg_f4(r + i * 256);
-                o[4 * i + 0] = fmaf(o[4 * i + 0], a_lo, v.x * c_lo);
-                o[4 * i + 1] = fmaf(o[4 * i + 1], a_lo, v.y * c_lo);
-                o[4 * i + 2] = fmaf(o[4 * i + 2], a_hi, v.z * c_hi);
-                o[4 * i + 3] = fmaf(o[4 * i + 3], a_hi, v.w * c_hi);
+            for (int i = 0; i < NR / 2; ++i) {
+                const f4 st = ld_cg_f4(r + (NO / 4 + i) * 256);
+                ml[4 * i] = st.x, ml[4 * i + 1] = st.y, ml[4 * i + 2] = st.z, ml[4 * i + 3] = st.w;
             }
-            l_lo = fmaf(l_lo, a_lo, st.z * c_lo);
-            l_hi = fmaf(l_hi, a_hi, st.w * c_hi);
-            m_lo = nm_lo;
-            m_hi = nm_hi;
+#pragma unroll
+            for (int k = 0; k < NR; ++k) {
+                const float nm = fmaxf(m[k], ml[k]);
+                // (a row empty in both stays empty: both factors 0)
+                a[k] = state_weight(m[k], nm);
+                cw[k] = state_weight(ml[k], nm);
+                l[k] = fmaf(l[k], a[k], ml[NR + k] * cw[k]);
+                m[k] = nm;
+            }
+#pragma unroll
+            for (int i = 0; i < NO / 4; ++i) {
+                const f4 v = ld_cg_f4(r + i * 256);
+                const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int k = row_of<NR>(4 * i + e);
+                    o[4 * i + e] = fmaf(o[4 * i + e], a[k], x[e] * cw[k]);
+                }
+            }
         }
     }
 };
@@ -686,8 +838,8 @@ struct SparseCta {
     const dcpattn_attn_kparams &p;
     long long t;
     int h0, b, split, row0, nrows, kv_begin, cta_hi, cta_lo, n_tiles;
-    __device__ __forceinline__ SparseCta(const dcpattn_attn_kparams &p_, long long t_, int h0_, int b_, int n)
-        : p(p_), t(t_), h0(h0_), b(b_), split(0), row0(0), nrows(min(64, p_.hq - h0_)), kv_begin(0), cta_hi(n),
+    __device__ __forceinline__ SparseCta(const dcpattn_attn_kparams &p_, long long t_, int h0_, int b_, int n, int m_tile)
+        : p(p_), t(t_), h0(h0_), b(b_), split(0), row0(0), nrows(min(m_tile, p_.hq - h0_)), kv_begin(0), cta_hi(n),
           cta_lo(n), n_tiles((n + 63) / 64) {}
     __device__ __forceinline__ bool empty() const { return false; }
     __device__ __forceinline__ int row_limit(int) const { return cta_hi; }
@@ -743,9 +895,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
-        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
+        // (topk + 1 words a CTA: the rows, then their count)
+        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * (p.topk + 1);
         sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
                                                           reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
+        if constexpr (Tr::NARROW) {
+            // the count through global memory: ptxas takes a value read from shared memory for one
+            // that may differ between the lanes, and the narrow tile's loop on it serialized the
+            // kernel's wgmmas (C7515); a load from one global address it does not
+            volatile long long *count = rows + p.topk;
+            if (tid == 0) *count = sp_n;
+            __syncthreads();
+            sp_n = (int)*count;
+        }
         // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
         if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
@@ -759,7 +921,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
         auto make_cta = [&]() -> Cta {
             if constexpr (Tr::SPARSE)
-                return Cta(p, sp_t, (int)blockIdx.y * M_TILE, sp_b, sp_n);
+                return Cta(p, sp_t, (int)blockIdx.y * M_TILE, sp_b, sp_n, M_TILE);
             else
                 return Cta(p, BALANCED ? sched.b : blockIdx.x / p.num_splits, BALANCED ? 0 : blockIdx.x % p.num_splits);
         };
@@ -840,33 +1002,44 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int g = lane >> 2, q4 = lane & 3;
             const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
             const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
+            // narrow: the limits of the thread's query rows (see mla_detail::narrow_row)
+            int lim_n[Tr::ROWS];
+#pragma unroll
+            for (int c = 0; c < Tr::ROWS; ++c) lim_n[c] = Tr::NARROW ? cta.row_limit(narrow_row(c, q4)) : 0;
             float *xm = reinterpret_cast<float *>(gsm + Tr::SMEM_X);  // [2][64] reference max per row
             volatile unsigned *flag = reinterpret_cast<volatile unsigned *>(gsm + Tr::SMEM_FLAG);
 
-            unsigned qr[4][4];
-            load_q_rope<Tr>(qr, sQ, wi, lane);
-            math_sync<Tr>();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            unsigned qr[4][4];  // (narrow: S reads the whole Q tile from shared memory)
+            if constexpr (!Tr::NARROW) {
+                load_q_rope<Tr>(qr, sQ, wi, lane);
+                math_sync<Tr>();  // Q's rope block is read: from here on it holds P of warpgroup 1
+            }
             if constexpr (Tr::SPARSE)  // (and the scales of stage 1's tiles until their conversion)
                 nbar_arrive<5, Tr::THREADS>();  // the producer may gather tile 1
 
             // P of warpgroup w (64 rows x 64 keys) as a 128-byte-swizzled K-major A tile, stored from pa
-            // by stmatrix (sw128_stsm_store; p_row: this lane's row address)
+            // by stmatrix (sw128_stsm_store; p_row: this lane's row address; narrow: sw128_stsm_trans_row)
             const unsigned sP_mine = base + (wg ? Tr::SMEM_P1 : Tr::SMEM_P0);
             const unsigned sP_other = base + (wg ? Tr::SMEM_P0 : Tr::SMEM_P1);
-            const unsigned p_row = sw128_stsm_row(sP_mine, wi, lane);
+            const unsigned p_row = Tr::NARROW ? sw128_stsm_trans_row(sP_mine, wi, lane) : sw128_stsm_row(sP_mine, wi, lane);
 
             // K-major SW128 operands (Q, K): the descriptors share their high word (LBO, SBO, swizzle)
             const unsigned long long dq = sw128_desc(sQ, 16, 1024);
             const unsigned long long dv = sw128_desc(sK + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);  // + stage
             const unsigned long long dp = sw128_desc(sP_other, 16, 1024);
+            const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
 
-            float o[128];
+            float o[Tr::O_REGS];
 #pragma unroll
-            for (int i = 0; i < 128; ++i) o[i] = 0.f;
-            float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.f, l_hi = 0.f;
-            float sacc[32];
+            for (int i = 0; i < Tr::O_REGS; ++i) o[i] = 0.f;
+            // the reference max and the sum of each of the thread's rows (m64: rows r_lo, r_hi)
+            float mr[Tr::ROWS], lr[Tr::ROWS];
+#pragma unroll
+            for (int c = 0; c < Tr::ROWS; ++c) mr[c] = neg_inf(), lr[c] = 0.f;
+            float &m_lo = mr[0], &m_hi = mr[1], &l_lo = lr[0], &l_hi = lr[1];
+            float sacc[Tr::S_REGS];
             unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
@@ -878,7 +1051,30 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 m_hi = nm_hi;
                 l_lo *= al_lo;
                 l_hi *= al_hi;
-                scale_rows(reinterpret_cast<float(&)[32][4]>(o), al_lo, al_hi);
+                scale_rows(reinterpret_cast<float(&)[Tr::O_REGS / 4][4]>(o), al_lo, al_hi);
+            };
+            // narrow: the same for the thread's rows
+            auto rescale_n = [&](const float (&nm)[Tr::ROWS]) {
+                float al[Tr::ROWS];
+#pragma unroll
+                for (int c = 0; c < Tr::ROWS; ++c) {
+                    al[c] = mr[c] == nm[c] ? 1.f : fast_exp2(mr[c] - nm[c]);
+                    mr[c] = nm[c];
+                    lr[c] *= al[c];
+                }
+#pragma unroll
+                for (int i = 0; i < Tr::O_REGS; ++i) o[i] *= al[narrow_c(i % Tr::S_REGS)];
+            };
+            // take the reference that warpgroup w published in xm after its tile
+            auto adopt = [&](int w) {
+                if constexpr (Tr::NARROW) {
+                    float nm[Tr::ROWS];
+#pragma unroll
+                    for (int c = 0; c < Tr::ROWS; ++c) nm[c] = xm[w * 64 + narrow_row(c, q4)];
+                    rescale_n(nm);
+                } else {
+                    rescale(xm[w * 64 + r_lo], xm[w * 64 + r_hi]);
+                }
             };
 
             // A refill of blocks [b0, b0 + nb) is shared by the warps of the warpgroup: one thread of
@@ -899,47 +1095,79 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const unsigned off = kstep(4 * blk + i);
-                        wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                        first && b == 0 && i == 0 ? 0 : 1);
+                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                               desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                               first && b == 0 && i == 0 ? 0 : 1);
+                        else
+                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                             first && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
             };
-            // S += Q K(t)^T over the rope block (Q fragments from registers)
+            // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
                 if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < 4; ++i) wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (Tr::NARROW)
+                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                                           desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                    else
+                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
             // (shared memory)
-            auto pv_own = [&](int t) {
-                fence_regs(o);
-                wgmma_fence();
+            // Narrow: O^T[my half] += V(t)^T[my half] P^T, P (16 x 64, K-major) from shared memory at
+            // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
+            // operand (the same bytes that the m64 tile reads as B)
+            auto pv_narrow = [&](int t, unsigned long long dpp) {
+                if constexpr (Tr::NARROW) {
+                    fence_regs(o);
+                    wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    wgmma_rs_n256<MT>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
-                wgmma_commit();
+                    for (int b = 0; b < 4; ++b)
+#pragma unroll
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 1>(
+                                reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b],
+                                dv + (((t & 1) * TILE_BYTES + b * BLOCK_BYTES + kk * 16 * 128) >> 4), dpp + ((kk * 32) >> 4),
+                                1);
+                    wgmma_commit();
+                }
+            };
+            auto pv_own = [&](int t) {
+                if constexpr (Tr::NARROW) {
+                    pv_narrow(t, dpm);
+                } else {
+                    fence_regs(o);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        wgmma_rs_n256<MT>(o, pa[kk], dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_commit();
+                }
             };
             auto pv_other = [&](int t) {
-                fence_regs(o);
-                wgmma_fence();
+                if constexpr (Tr::NARROW) {
+                    pv_narrow(t, dp);
+                } else {
+                    fence_regs(o);
+                    wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    wgmma_ss_n256<MT>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
-                wgmma_commit();
+                    for (int kk = 0; kk < 4; ++kk)
+                        wgmma_ss_n256<MT>(o, dp + ((kk * 32) >> 4), dv + (((t & 1) * TILE_BYTES + kk * 16 * 128) >> 4));
+                    wgmma_commit();
+                }
             };
             // The CTA's last tile t: once this warpgroup's V half of it has landed, zero its rows past
-            // the last visible key (unused slots may hold NaN, which would survive P = 0).
+            // the last visible key.
             auto zero_tail = [&](int t) {
-                const int ts = kv_begin + t * KV_TILE, r0 = cta_hi - ts;
 #pragma unroll 1
                 for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-                for (int idx = tw; idx < (KV_TILE - r0) * 4 * 8; idx += 128) {
-                    const int r = r0 + (idx >> 5), blk = 4 * wg + ((idx >> 3) & 3), c = idx & 7;
-                    *reinterpret_cast<uint4 *>(gsm + Tr::SMEM_K + (t & 1) * TILE_BYTES + blk * BLOCK_BYTES +
-                                               r * 128 + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-                }
+                zero_v_rows<Tr, 4>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
                 fence_proxy_async();
                 wg_sync(wg);
             };
@@ -949,55 +1177,128 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // row takes max(m, its tile max), O and l are rescaled (O must be idle) and xm[wg] holds the
             // new reference of every row (O is waited for first). P goes to pa (A fragments), its row
             // sums to l. Returns whether the reference moved (warpgroup-uniform).
-            auto softmax = [&](int t) -> bool {
-                const int ts = kv_begin + t * KV_TILE;
+            // Narrow: S^T holds keys (rows) x query rows (columns), so a row's max runs over the eight
+            // lanes of a quad's column and the four warps; the warps' maxima meet in shared memory only
+            // when the reference moves. P goes to pa in accumulator pairs (one key, rows c and c + 1), for store_p.
+            auto softmax_narrow = [&](int t) -> bool {
+                constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
+                const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
-                // (raw scores until the exponent: scale > 0, so the max commutes with it)
-                float mx_lo = neg_inf(), mx_hi = neg_inf();
+                float mx[NR];
 #pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    const int col = ts + n * 8 + 2 * q4;
+                for (int c = 0; c < NR; ++c) mx[c] = neg_inf();
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        if (need_mask) {
-                            mask_key(sacc[4 * n + e], col + e, lim_lo);
-                            mask_key(sacc[4 * n + 2 + e], col + e, lim_hi);
-                        }
-                        mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
-                        mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
-                    }
+                for (int j = 0; j < Tr::S_REGS; ++j) {
+                    const int c = narrow_c(j);
+                    if (need_mask) mask_key(sacc[j], key0 + 8 * ((j >> 1) & 1), lim_n[c]);
+                    mx[c] = fmaxf(mx[c], sacc[j]);
                 }
-                mx_lo = quad_max(mx_lo) * scale;
-                mx_hi = quad_max(mx_hi) * scale;
-                const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
-                if (moved) {
+                bool up = false;
+#pragma unroll
+                for (int c = 0; c < NR; ++c) {
+#pragma unroll
+                    for (int d = 4; d < 32; d <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], d));
+                    mx[c] *= scale;
+                    up = up || mx[c] > mr[c] + Tr::MAX_SLACK;
+                }
+                const bool moved = wg_or(wg, up);
+                if (moved) {  // (red: [tile pair parity][warpgroup][warp][row])
+                    float *red = reinterpret_cast<float *>(gsm + Tr::SMEM_RED) + (((t >> 1) & 1) * 2 + wg) * 4 * N;
+                    if (g == 0)
+#pragma unroll
+                        for (int c = 0; c < NR; ++c) red[wi * N + narrow_row(c, q4)] = mx[c];
+                    wg_sync(wg);
+                    float nm[NR];
+#pragma unroll
+                    for (int c = 0; c < NR; ++c) {
+                        nm[c] = mr[c];
+#pragma unroll
+                        for (int w = 0; w < 4; ++w) nm[c] = fmaxf(nm[c], red[w * N + narrow_row(c, q4)]);
+                    }
                     wgmma_wait<0>();  // a PV into O may still run
                     fence_regs(o);
-                    rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
-                    if (q4 == 0) {
-                        xm[wg * 64 + r_lo] = m_lo;
-                        xm[wg * 64 + r_hi] = m_hi;
-                    }
-                }
-                const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
+                    rescale_n(nm);
+                    if (wi == 0 && g == 0)
 #pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
-                    const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
-                    const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
-                    const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
-                    l_lo += e0 + e1;
-                    l_hi += e2 + e3;
-                    pa[n >> 1][(n & 1) * 2 + 0] = pack2<MT>(e0, e1);
-                    pa[n >> 1][(n & 1) * 2 + 1] = pack2<MT>(e2, e3);
+                        for (int c = 0; c < NR; ++c) xm[wg * 64 + narrow_row(c, q4)] = mr[c];
+                }
+                float nmu[NR];
+#pragma unroll
+                for (int c = 0; c < NR; ++c) nmu[c] = mr[c] == neg_inf() ? 0.f : -mr[c];
+#pragma unroll
+                for (int j = 0; j < Tr::S_REGS; j += 2) {  // elements j, j + 1: one key, rows c and c + 1
+                    const int c = narrow_c(j);
+                    const float e0 = fast_exp2(fmaf(sacc[j], scale, nmu[c]));
+                    const float e1 = fast_exp2(fmaf(sacc[j + 1], scale, nmu[c + 1]));
+                    lr[c] += e0;
+                    lr[c + 1] += e1;
+                    pa[j >> 3][(j >> 1) & 3] = pack2<MT>(e0, e1);  // (as sw128_stsm_trans_row takes them)
                 }
                 return moved;
             };
+            auto softmax = [&](int t) -> bool {
+                if constexpr (Tr::NARROW) {
+                    return softmax_narrow(t);
+                } else {
+                    const int ts = kv_begin + t * KV_TILE;
+                    const bool need_mask = ts + KV_TILE > cta_lo;
+                    // (raw scores until the exponent: scale > 0, so the max commutes with it)
+                    float mx_lo = neg_inf(), mx_hi = neg_inf();
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        const int col = ts + n * 8 + 2 * q4;
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            if (need_mask) {
+                                mask_key(sacc[4 * n + e], col + e, lim_lo);
+                                mask_key(sacc[4 * n + 2 + e], col + e, lim_hi);
+                            }
+                            mx_lo = fmaxf(mx_lo, sacc[4 * n + e]);
+                            mx_hi = fmaxf(mx_hi, sacc[4 * n + 2 + e]);
+                        }
+                    }
+                    mx_lo = quad_max(mx_lo) * scale;
+                    mx_hi = quad_max(mx_hi) * scale;
+                    const bool moved = wg_or(wg, mx_lo > m_lo + Tr::MAX_SLACK || mx_hi > m_hi + Tr::MAX_SLACK);
+                    if (moved) {
+                        wgmma_wait<0>();  // a PV into O may still run
+                        fence_regs(o);
+                        rescale(fmaxf(m_lo, mx_lo), fmaxf(m_hi, mx_hi));
+                        if (q4 == 0) {
+                            xm[wg * 64 + r_lo] = m_lo;
+                            xm[wg * 64 + r_hi] = m_hi;
+                        }
+                    }
+                    const float nmu_lo = m_lo == neg_inf() ? 0.f : -m_lo, nmu_hi = m_hi == neg_inf() ? 0.f : -m_hi;
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        const float e0 = fast_exp2(fmaf(sacc[4 * n + 0], scale, nmu_lo));
+                        const float e1 = fast_exp2(fmaf(sacc[4 * n + 1], scale, nmu_lo));
+                        const float e2 = fast_exp2(fmaf(sacc[4 * n + 2], scale, nmu_hi));
+                        const float e3 = fast_exp2(fmaf(sacc[4 * n + 3], scale, nmu_hi));
+                        l_lo += e0 + e1;
+                        l_hi += e2 + e3;
+                        pa[n >> 1][(n & 1) * 2 + 0] = pack2<MT>(e0, e1);
+                        pa[n >> 1][(n & 1) * 2 + 1] = pack2<MT>(e2, e3);
+                    }
+                    return moved;
+                }
+            };
             // P of this warpgroup's tile into its shared-memory A tile (key block n at chunk n ^ (r % 8)),
             // for the other warpgroup's PV
+            // (narrow: P (M_TILE rows x 64 keys) as the K-major B operand, from S^T's fragments by
+            // stmatrix .trans, see sw128_stsm_trans_row; the warpgroup's own PV reads it next, hence
+            // the barrier)
             auto store_p = [&]() {
-                sw128_stsm_store(p_row, pa);
-                fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
+                if constexpr (Tr::NARROW) {
+#pragma unroll
+                    for (int i = 0; i < Tr::M_TILE / 16; ++i) stsm_x4_trans(p_row + 2048 * i, pa[i]);
+                    fence_proxy_async();
+                    wg_sync(wg);
+                } else {
+                    sw128_stsm_store(p_row, pa);
+                    fence_proxy_async();  // generic-proxy writes -> read by the other warpgroup's wgmma
+                }
             };
 
             // Sparse: warpgroup 0 is done with the bytes of stage s that the next gather there overwrites
@@ -1041,7 +1342,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     if (next1) lookup(t0 + 3, pg1);
                 }
                 if (!Tr::FP8 && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
-                    zero_tail(n_tiles - 1);  // the last pair (FP8: convert_tile zeroes those rows)
+                    zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
                     if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
@@ -1059,7 +1360,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     }
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
-                        if (flag[1]) rescale(xm[64 + r_lo], xm[64 + r_hi]);
+                        if (flag[1]) adopt(1);
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
                     if constexpr (Tr::SPARSE)
@@ -1097,7 +1398,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         if (flag[0]) {
                             wgmma_wait<0>();
                             fence_regs(sacc);
-                            rescale(xm[r_lo], xm[r_hi]);
+                            adopt(0);
                         }
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
@@ -1138,14 +1439,19 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // state (O, reference max, row sums of this thread) for the worker that ends the sequence
             // (a piece inside the merge tree adds its subtree's states first); that one adds the
             // tree's sums to its own first. See MlaSchedule.
-            const bool live = wi * 16 < nrows - row0;  // this warp holds a row of the tile
+            // (narrow: every thread holds channels of every row)
+            const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH) {
-                sched.publish(p, o, m_lo, m_hi, l_lo, l_hi, live);
+                sched.publish(p, o, mr, lr, live);
             } else {
-                if (role == MlaSchedule::MERGE) sched.merge(p, o, m_lo, m_hi, l_lo, l_hi, live, true);
-                sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
-
-                store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
+                if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
+                if constexpr (Tr::NARROW) {
+                    sum_narrow<Tr>(lr, reinterpret_cast<float *>(gsm + Tr::SMEM_RED), warp, lane);
+                    store_narrow<Tr>(p, cta, o, mr, lr, wg, wi, lane);
+                } else {
+                    sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
+                    store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
+                }
             }
             phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }

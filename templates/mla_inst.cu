@@ -3,14 +3,14 @@
 #include "mla.cuh"
 
 // the launch's dynamic shared memory (the generator's formula) is the kernel's layout
-static_assert(dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}>::SMEM_BYTES == ${SMEM}, "MLA shared memory");
+static_assert(dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}, 0, 0, ${M_TILE}>::SMEM_BYTES == ${SMEM}, "MLA shared memory");
 
 // the balanced schedule (p.workers > 0): a kernel of its own, so that each keeps its registers
 // (defined first: ptxas then reports the other first, whose figures the library records)
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}_balanced(const __grid_constant__ dcpattn_attn_kparams p) {
-    dcpattn::mla_decode<dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}>, true>(p);
+    dcpattn::mla_decode<dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}, 0, 0, ${M_TILE}>, true>(p);
 }
 // one (sequence, split) per CTA
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ dcpattn_attn_kparams p) {
-    dcpattn::mla_decode<dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}>, false>(p);
+    dcpattn::mla_decode<dcpattn::MlaTraits<${T}, ${KV_T}, ${GROUP}, ${THREADS}, 0, 0, ${M_TILE}>, false>(p);
 }

@@ -173,6 +173,13 @@ __device__ __forceinline__ void stsm_x4(unsigned addr, const unsigned (&r)[4]) {
                  "r"(r[2]), "r"(r[3])
                  : "memory");
 }
+// The same, each matrix stored transposed (lane l gives the address of column l % 8 of matrix
+// l / 8: that column's eight 16-bit values, rows 0-7, in 16 contiguous bytes).
+__device__ __forceinline__ void stsm_x4_trans(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
 // stmatrix into a K-major 128-byte-swizzled wgmma operand tile at `tile` (1024-byte aligned;
 // 16-byte chunk n of row r at chunk n ^ (r % 8)): warp wi's 16 rows x 64 columns of 16-bit mma
 // fragments, frag[j] = the matrices (rows 16 wi + lane / 4, + 8) x (chunks 2j, 2j + 1). This lane
@@ -184,6 +191,15 @@ __device__ __forceinline__ unsigned sw128_stsm_row(unsigned tile, int wi, int la
 __device__ __forceinline__ void sw128_stsm_store(unsigned row, const unsigned (&frag)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) stsm_x4(row ^ (j << 5), frag[j]);
+}
+// stmatrix .trans of a 64 x N accumulator (warp wi: rows 16 wi + lane / 4, + 8) into the N x 64
+// K-major SW128 tile of its transpose, one x4 a 16 columns i: frag[i][m] packs the elements of
+// columns 2 (lane % 4), + 1 of column block 2 i + m / 2, row half m % 2 (an mma accumulator's pair
+// 4 j + 2 h, + 1), so matrix m lands as chunk 2 wi + m % 2 of tile rows 8 (2 i + m / 2) .. + 7.
+// This lane addresses tile row 8 (m / 2) + lane % 8 (m = lane / 8) of the 16: at
+// sw128_stsm_trans_row(tile, wi, lane) + 2048 i (16 rows further, the same swizzle).
+__device__ __forceinline__ unsigned sw128_stsm_trans_row(unsigned tile, int wi, int lane) {
+    return tile + (((lane >> 4) << 3) + (lane & 7)) * 128 + (((2 * wi + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
 }
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
@@ -315,6 +331,10 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
 template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x N, N = 16 or 32) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x N,
+// smem, K-major).
+template <class T, int N, int TA>
+__device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
@@ -341,6 +361,25 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
+// m64nNk16 from shared memory (N = 16: 8 accumulators, 32: 16), A transposed (MN-major) when TA
+// is 1; DREGS, DA, DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag),
+// OUTS: the accumulators' output constraints
+#define DCPATTN_SS_NARROW(T, PT, N, TA, DREGS, DA, DB, AC, OUTS)                                                      \
+    template <> __device__ __forceinline__ void wgmma_ss_narrow<T, N, TA>(float (&d)[N / 2], unsigned long long da,    \
+                                                                          unsigned long long db, int accumulate) {     \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " DA ", " DB            \
+                     ", p, 1, 1, " #TA ", 0;\n}\n"                                                                    \
+                     : OUTS                                                                                            \
+                     : "l"(da), "l"(db), "r"(accumulate));                                                             \
+    }
+#define DCPATTN_SS_N16(T, PT, TA) DCPATTN_SS_NARROW(T, PT, 16, TA, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", \
+                                                    DCPATTN_F8(d, 0))
+#define DCPATTN_SS_N32(T, PT, TA)                                                                                     \
+    DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
+                      "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
+#define DCPATTN_COMMA ,
+
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
     template <> __device__ __forceinline__ void mma16816<T>(float (&c)[4], const unsigned (&a)[4], unsigned b0,        \
@@ -358,6 +397,10 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }                                                                                                                  \
+    DCPATTN_SS_N16(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N16(T, PT, 1)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 1)                                                                                           \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
@@ -396,6 +439,10 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_MMAS
+#undef DCPATTN_SS_N16
+#undef DCPATTN_SS_N32
+#undef DCPATTN_SS_NARROW
+#undef DCPATTN_COMMA
 // e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
 // transposed operand), 32 bytes of a row as a 16-bit k16 step is.
 template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], unsigned long long da, unsigned long long db,

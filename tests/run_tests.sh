@@ -61,6 +61,7 @@ run gpu-sparse "$build/test_gpu_sparse"
 run gpu-threads "$build/test_gpu_threads"
 run gpu-big-pool "$build/test_gpu_big"
 run gpu-sm80-ptx "$build/test_gpu_sm80"
+run gpu-wgmma "$build/test_gpu_wgmma"
 run python "${PYTHON:-python3}" python/tests/run.py "$build"
 echo "$total_pass passed, $total_fail failed"
 exit $status

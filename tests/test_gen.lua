@@ -120,7 +120,7 @@ end
 -- ===================================== names and specs ======================================
 local defaults = dcpattn.default_set()
 do
-    check(#defaults > 0 and #defaults <= 64, "default set has %d variants", #defaults)
+    check(#defaults > 0 and #defaults <= 72, "default set has %d variants", #defaults)
     local seen, ngqa = {}, 0
     for i, n in ipairs(defaults) do
         check(not seen[n], "duplicate default name %s", n)
@@ -239,6 +239,7 @@ do -- bad specs: compiler-style messages naming the problem
         { "mla_bf16_kvfp16_h16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
         { "sparse_bf16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'bf16'" },
         { "sparse_bf16_kvfp8ds_m64_sm80", "arch 80 not allowed" },
+        { "sparse_bf16_kvfp8ds_m16", "the sm_90 kernel only" },
         { "sparse_bf16_kvfp8ds_sm90", "malformed field 'sm90'" },
         { "sparse_fp16_m64_sm90", "the sm_90 kernel reads an FP8 cache (fp8ds or e4m3), got KV dtype 'fp16'" },
         { "sparse_bf16_kvfp16_m64", "KV dtype 'fp16' with dtype 'bf16'" },
@@ -294,9 +295,16 @@ do
         { { dtype = "fp16", dqk = 256, dv = 256 }, "gqa_fp16_d256_g8_m16" },
         { { dv = 0 }, "gqa_bf16_d128_g8_m16" },
         { { max_q_len = 0, page_size = 0 }, "gqa_bf16_d128_g8_m16" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m64" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 2 }, "mla_bf16_h16_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, max_q_len = 3 }, "mla_bf16_h16_m64" },
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h128_m64" },
-        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m64" },
+        -- at most 16 or 32 query rows: the narrow tiles
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "bf16" }, "mla_bf16_h16_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h16_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 2 }, "mla_bf16_h8_m16" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 3 }, "mla_bf16_h8_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 32, kv_dtype = "e4m3" }, "mla_bf16_kve4m3_h32_m32" },
+        { { dqk = 576, dv = 512, hkv = 1, hq = 8, max_q_len = 5 }, "mla_bf16_h8_m64" },
         -- sm_90+: the wgmma tile (D 128) from 17 rows on; elsewhere the mma.sync tiles
         { { arch = 90, max_q_len = 2 }, "gqa_bf16_d128_g8_m16" },
         { { arch = 90, max_q_len = 4 }, "gqa_bf16_d128_g8_m64" },
@@ -320,7 +328,12 @@ do
         { { dqk = 576, dv = 512, hkv = 1, hq = 128, page_size = 64, sparse_topk = 2048, kv_dtype = "e4m3", arch = 90 },
             "sparse_bf16_kve4m3_m64_sm90" },
         { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "fp8",
+            arch = 90 }, "sparse_fp16_kve4m3_m16_sm90" },
+        { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 17, page_size = 64, sparse_topk = 64, kv_dtype = "fp8",
             arch = 90 }, "sparse_fp16_kve4m3_m64_sm90" },
+        -- at most 16 heads on sm_90a: the narrow tile (m16), the sm_90a kernel's only
+        { { dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 2048, kv_dtype = "fp8ds", arch = 90 },
+            "sparse_bf16_kvfp8ds_m16_sm90" },
         { { dtype = "fp16", dqk = 576, dv = 512, hkv = 1, hq = 16, page_size = 64, sparse_topk = 64, kv_dtype = "e4m3" },
             "sparse_fp16_kve4m3_m64" },
     }

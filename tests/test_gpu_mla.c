@@ -6,7 +6,9 @@
    rows, and a padded token stride; and the balanced schedule (DCPATTN_SPLITS_BALANCED, num_sms
    set for 2..7 workers per row tile, so that sequences are cut between CTAs and merged in the
    launch), each also replayed twice from a CUDA graph into poisoned outputs
-   and compared bit for bit with the direct run (a replay reuses its run's token).
+   and compared bit for bit with the direct run (a replay reuses its run's token). The narrow
+   tiles (Hq x q_len <= 16 and <= 32, Hq 1 to 32) under the same masks, splits, schedules and
+   caches.
    An FP8 (e4m3) cache: rows of 576 bytes, key channel c = byte * k_scale, value channel c
    (c < 512) = the same byte * v_scale, both scales random per run and read from device floats;
    the bytes uniform over the 254 finite codes (subnormals and +-448 both occur), 0x7f in every
@@ -59,7 +61,8 @@ static void references(ref_attn_params rp, const ref_attn_inputs *in, double *r_
 }
 
 /* A launch's host copies against the references: out within twice the baseline's error plus
-   a floor, lse within 2e-3; the errors in *eo and *el. */
+   a floor, lse within 2e-3 (1e-4 relative), for every tile and cache (an e4m3 cache's tiles are
+   converted to fp16, whose MMAs accumulate in fp32); the errors in *eo and *el. */
 static void check_result(const char *what, const char *run, int dt, int64_t n_out, int64_t n_lse, const double *r_o,
                          const double *r_l, const double *b_o, const uint16_t *h_out, const float *h_lse, ref_err *eo,
                          ref_err *el) {
@@ -412,6 +415,36 @@ int main(void) {
         {DCPATTN_BF16, 20, 64, 3, 0, 1, 1, 1, 0, 4, {1, 16, 2, 5}, {900, 150, 3, 500}, 0, 0, 4, 1, 0},
         {DCPATTN_FP16, 20, 16, 8, 7, 16, 1, 1, 0, 3, {8, 1, 2}, {2500, 500, 60}, 0, 0, 3, 1, 0},
         {DCPATTN_BF16, 128, 32, 1, 0, 1, 1, 1, 0, 2, {2, 1}, {200, 70}, 0, 0, 5, 1, 0},
+        /* the narrow tile of 16 rows (Hq x q_len <= 16, S and O transposed): one
+           split and several, DCP masks, a shard that holds nothing, rising row maxima, no causal
+           mask, Hq down to 1 with q_len 16; the balanced schedule (a sequence cut into 13 pieces,
+           more workers than units); an e4m3 cache, also balanced and with bf16 queries times 2^20 */
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 1, 1, 1}, {333, 70, 1, 512}, 0, 0, 0, 0, 0},
+        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 3, 0, 3, {1, 1, 1}, {901, 2, 260}, 0, 0, 0, 0, 0},
+        {DCPATTN_FP16, 8, 32, 2, 0, 64, 1, 1, 0, 3, {2, 1, 2}, {700, 64, 65}, 0, 0, 0, 0, 0},
+        {DCPATTN_BF16, 4, 16, 8, 5, 64, 1, 2, 0, 2, {4, 1}, {300, 100}, 0, 0, 0, 0, 0}, /* rank 5 holds nothing */
+        {DCPATTN_BF16, 16, 64, 1, 0, 1, 1, 1, 0, 2, {1, 1}, {1500, 700}, 0, 1, 0, 0, 0},
+        {DCPATTN_BF16, 1, 192, 1, 0, 1, 0, 2, 1, 2, {16, 3}, {1300, 190}, 8, 1, 0, 0, 0},
+        {DCPATTN_BF16, 2, 128, 2, 1, 16, 1, 1, 0, 3, {8, 4, 1}, {900, 333, 70}, 0, 0, 0, 0, 0},
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 1, 1, 1}, {333, 70, 1, 512}, 0, 0, 3, 0, 0},
+        {DCPATTN_BF16, 16, 64, 1, 0, 1, 1, 1, 0, 1, {1}, {4160}, 0, 0, 13, 0, 0},
+        {DCPATTN_BF16, 8, 64, 2, 0, 1, 1, 1, 0, 8, {1, 1, 2, 1, 2, 1, 1, 2}, {900, 20, 2, 640, 1300, 64, 130, 7}, 0, 1, 5, 0, 0},
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 1, {1}, {600}, 0, 0, 20, 0, 0},
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 1, 1, 1}, {300, 120, 2, 200}, 0, 0, 0, 1, 0},
+        {DCPATTN_FP16, 4, 128, 3, 2, 128, 1, 3, 0, 3, {4, 2, 1}, {1000, 500, 130}, 0, 0, 0, 1, 0},
+        {DCPATTN_BF16, 16, 16, 8, 7, 16, 1, 2, 0, 2, {1, 1}, {100, 50}, 0, 0, 0, 1, 0}, /* rank 7 holds nothing */
+        {DCPATTN_BF16, 16, 64, 3, 0, 1, 1, 1, 0, 4, {1, 1, 1, 1}, {900, 150, 3, 500}, 0, 0, 4, 1, 0},
+        {DCPATTN_BF16, 2, 64, 8, 3, 64, 1, 1, 0, 3, {8, 2, 1}, {2000, 600, 64}, 0, 0, 0, 1, 20},
+        {DCPATTN_BF16, 8, 192, 1, 0, 192, 0, 5, 1, 2, {2, 1}, {200, 90}, 16, 0, 0, 1, 0},
+        /* the narrow tile of 32 rows (Hq 16 at q_len 2, Hq 32 at q_len 1, ...), the same kinds */
+        {DCPATTN_BF16, 16, 64, 2, 1, 1, 1, 1, 0, 3, {2, 1, 2}, {901, 2, 260}, 0, 0, 0, 0, 0},
+        {DCPATTN_BF16, 32, 16, 8, 5, 64, 1, 3, 0, 3, {1, 1, 1}, {2000, 600, 130}, 0, 1, 0, 0, 0},
+        {DCPATTN_FP16, 16, 192, 1, 0, 1, 0, 1, 1, 2, {2, 1}, {1300, 190}, 8, 0, 0, 0, 0},
+        {DCPATTN_BF16, 8, 64, 2, 0, 16, 1, 1, 0, 4, {4, 3, 1, 4}, {900, 150, 3, 500}, 0, 0, 4, 0, 0},
+        {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 1, {2}, {4160}, 0, 1, 13, 0, 0},
+        {DCPATTN_BF16, 16, 64, 3, 1, 16, 1, 2, 0, 3, {2, 2, 1}, {300, 40, 150}, 0, 0, 0, 1, 0},
+        {DCPATTN_FP16, 32, 16, 8, 3, 16, 1, 1, 0, 3, {1, 1, 1}, {2500, 500, 60}, 0, 0, 3, 1, 0},
+        {DCPATTN_BF16, 2, 32, 1, 0, 1, 1, 1, 0, 2, {16, 9}, {300, 90}, 0, 0, 0, 1, -40},
         /* bf16 queries far above and below fp16's range, the softmax scale set against them:
            the kernel's fp16 tiles take Q rescaled by a power of two */
         {DCPATTN_BF16, 16, 64, 8, 3, 64, 1, 1, 0, 3, {16, 2, 1}, {2000, 600, 64}, 0, 0, 0, 1, 20},

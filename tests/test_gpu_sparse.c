@@ -1,7 +1,8 @@
 /* test_gpu_sparse — sparse MLA (desc.sparse_topk) through the public API, against the float64
    CPU reference (tests/ref.h, ref_sparse_attn) on fresh random inputs: for every rank r of W
    in {1, 2, 3, 8}, interleaves 1, 3, 16, 64 and a page, pages of 16..256, top-k 64, 512 and
-   2048, q_len 1..16 varlen, Hq 16..128 (also 20 and 80: partial head blocks), bf16, fp16 and
+   2048, q_len 1..16 varlen, Hq 4..128 (also 20 and 80: partial head blocks; at most 16 on sm_90:
+   the narrow tile), bf16, fp16 and
    the 656-byte FP8 cache; ids with about 30 % -1, ids past the length, repeats, tokens whose
    list is all -1 and ranks that own nothing, optional per-token counts, padded id rows, sinks
    (rank 0). Outputs are poisoned (NaN) before every launch, unused cache slots and pages are
@@ -396,7 +397,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
             const int wg = sm90 && c->fp8 != KV16; /* the wgmma kernel: its rows in the workspace */
             ws = dcpattn_attn_workspace_size(plan);
             CHECK(strncmp(v, "sparse_", 7) == 0 && (strstr(v, "_sm90") != NULL) == wg &&
-                      (wg ? ws == (size_t)B * d->max_q * ((hq + 63) / 64) * topk * 8 : ws == 0),
+                      (wg ? ws == (((size_t)B * d->max_q * ((hq + 63) / 64) * (topk + 1) * 8 + 255) & ~(size_t)255) : ws == 0),
                   "%s: variant %s, workspace %zu", what, v, ws);
             if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
             sparse_args(&a, B, d_q, d_k, sh->num_pages, d_bt, sh->block_table_stride, d_cu, d_used, d_out[r], d_lse[r],
@@ -631,6 +632,9 @@ int main(int argc, char **argv) {
         {2, DCPATTN_FP16, 64, 64, 2, 1, 512, 2, {2, 5}, {1500, 300}, 1, 1, 0, 16, 0},
         {2, DCPATTN_BF16, 16, 128, 3, 64, 64, 3, {1, 3, 16}, {900, 3000, 40}, 0, 1, 1, 0, 0},
         {2, DCPATTN_BF16, 32, 64, 8, 3, 512, 2, {4, 1}, {9000, 700}, 1, 1, 0, 0, 1},
+        /* fewer than 16 heads (sm_90: the narrow tile of 16, rows past Hq empty) */
+        {1, DCPATTN_BF16, 8, 64, 2, 3, 512, 2, {3, 2}, {4000, 300}, 1, 1, 0, 16, 1},
+        {2, DCPATTN_FP16, 4, 192, 1, 1, 64, 2, {2, 1}, {500, 90}, 0, 1, 1, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     const int ref_only = argc > 1 && strcmp(argv[1], "--ref-only") == 0;

@@ -75,6 +75,20 @@ static dcpattn__CUresult record_tmap(void *map, int dtype, unsigned rank, void *
     return 0;
 }
 
+/* An MLA plan of d, compiled only (or found in the AOT cache), its kernel the fake; *ma made its
+   arguments (v aliasing k, packed output heads). NULL (and a failed check) where d has none. */
+static dcpattn_attn_plan *fake_mla_plan(dcpattn_context *ctx, const dcpattn_attn_desc *d, dcpattn_attn_args *ma) {
+    dcpattn_attn_plan *p = NULL;
+    ctx->compile_only = 1;
+    CHECK(dcpattn_attn_plan_create(ctx, d, &p) == 0, "MLA plan: %s", dcpattn_last_error());
+    ctx->compile_only = 0;
+    if (!p) return NULL;
+    p->attn->fn = fake_fn;
+    ma->v_cache = ma->k_cache;
+    ma->out_stride_h = 0;
+    return p;
+}
+
 /* The balanced schedule's worker count at run time (dcpattn__run_workers): within 95 % of the
    plan's workers, and where some count there fits the job count, an even batch of those jobs is
    cut only at job boundaries or into the same number of equal pieces per job, as
@@ -281,13 +295,7 @@ int main(void) {
         for (i = 0; i < 3; i++) {
             dcpattn_attn_args ma = a;
             m.page_size = pages[i];
-            ctx->compile_only = 1;
-            CHECK(dcpattn_attn_plan_create(ctx, &m, &mp) == 0, "MLA plan: %s", dcpattn_last_error());
-            if (!mp) continue;
-            ctx->compile_only = 0;
-            mp->attn->fn = fake_fn;
-            ma.v_cache = ma.k_cache;
-            ma.out_stride_h = 0;
+            if (!(mp = fake_mla_plan(ctx, &m, &ma))) continue;
             ma.k_stride_t = 640; /* padded token rows */
             ma.k_stride_page = 640LL * pages[i] + 64;
             dcpattn__cu.TensorMapEncodeTiled = NULL;
@@ -316,6 +324,32 @@ int main(void) {
                     ok &= ((const unsigned char *)r0->p.attn.k_tmap)[b] == (unsigned char)(0xA0 + b % 16);
             }
             CHECK(ok && ((uintptr_t)&mp->kp.k_tmap % 64) == 0, "MLA tensor map in the parameter block, 64-byte aligned");
+            dcpattn_attn_plan_destroy(mp);
+        }
+        /* an e4m3 cache: byte rows, unswizzled for the 64-row tile and the narrow tile (Hq 16 at
+           q_len 1) alike (each tile converted in shared memory) */
+        for (i = 0; i < 2; i++) {
+            dcpattn_attn_desc f = m;
+            dcpattn_attn_args ma = a;
+            f.kv_dtype = DCPATTN_FP8_E4M3;
+            f.num_q_heads = i ? 16 : 128;
+            f.max_q_len = 1;
+            f.page_size = 64;
+            if (!(mp = fake_mla_plan(ctx, &f, &ma))) continue;
+            ma.k_stride_t = 576;
+            ma.k_stride_page = 576LL * 64;
+            ma.k_scale = ma.v_scale = (const float *)FAKE(0x200);
+            dcpattn__cu.TensorMapEncodeTiled = record_tmap;
+            memset(&tmap_rec, 0, sizeof tmap_rec);
+            nrecs = 0;
+            CHECK(dcpattn_attn_run(mp, &ma, NULL, 0, 0) == 0 && nrecs == 1, "MLA e4m3 run (Hq %d): %s", f.num_q_heads,
+                  dcpattn_last_error());
+            CHECK(strcmp(dcpattn_attn_variant(mp), i ? "mla_bf16_kve4m3_h16_m16" : "mla_bf16_kve4m3_h128_m64") == 0 &&
+                      tmap_rec.calls == 1 && tmap_rec.dtype == 0 && tmap_rec.stride[0] == 576 &&
+                      tmap_rec.stride[1] == 576ULL * 64 && tmap_rec.box[0] == 64 && tmap_rec.box[1] == 64 &&
+                      tmap_rec.swizzle == 0,
+                  "MLA e4m3 tensor map (%s): dtype %d, swizzle %d", dcpattn_attn_variant(mp), tmap_rec.dtype,
+                  tmap_rec.swizzle);
             dcpattn_attn_plan_destroy(mp);
         }
         /* the balanced schedule: NAME_balanced over num_sms / row_tiles workers per row tile; the
@@ -369,8 +403,9 @@ int main(void) {
         dcpattn__cu.TensorMapEncodeTiled = NULL;
         /* sparse MLA with the FP8 cache on sm_90a: the MLA kernel's pipeline (variant ..._sm90), one
            launch of 256 threads per (query slot, block of 64 heads), and a workspace of each CTA's
-           kept rows (max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes) handed to the
-           kernel as topk_rows; the sinks reach rank 0's kernel only */
+           kept rows and their count (max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8
+           bytes, rounded up to 256) handed to the kernel as topk_rows; the sinks reach rank 0's
+           kernel only */
         {
             dcpattn_attn_desc s = m; /* the MLA descriptor, made sparse */
             dcpattn_attn_plan *sp = NULL;
@@ -384,7 +419,7 @@ int main(void) {
                 ctx->compile_only = 1;
                 CHECK(dcpattn_attn_plan_create(ctx, &s, &sp) == 0, "sparse plan: %s", dcpattn_last_error());
                 if (sp) {
-                    const size_t want = ((size_t)4 * 3 * 2 * 512 * 8 + 255) & ~(size_t)255;
+                    const size_t want = ((size_t)4 * 3 * 2 * (512 + 1) * 8 + 255) & ~(size_t)255;
                     dcpattn_attn_args sa = a;
                     char *ws = (char *)FAKE(0x100000);
                     ctx->compile_only = 0;

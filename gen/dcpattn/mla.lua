@@ -1,7 +1,9 @@
 -- mla.lua — the MLA family (DeepSeek absorbed decode, docs/contract.md 8): Dqk = 576 (512 latent +
 -- 64 rope), Dv = 512, one latent KV head whose first 512 channels are V, Hq query heads per
--- rank; the q_len x Hq query rows of a sequence are packed into tiles of 64 rows per CTA.
--- Hopper only (wgmma, sm_90a). Name: mla_<dtype>[_kv<kv_dtype>]_h<Hq>_m64, e.g. mla_bf16_h128_m64,
+-- rank; the q_len x Hq query rows of a sequence are packed into tiles of 64 rows per CTA, or of
+-- 16 or 32 (the narrow tiles, templates/mla.cuh: S and O computed transposed so that the 64 keys
+-- of a KV tile fill the MMA's 64 rows). Hopper only (wgmma, sm_90a). Name:
+-- mla_<dtype>[_kv<kv_dtype>]_h<Hq>_m<M>, e.g. mla_bf16_h128_m64, mla_bf16_h16_m16,
 -- mla_bf16_kve4m3_h128_m64 (an e4m3 cache: rows of 576 bytes, computed in fp16).
 local M = {}
 
@@ -18,7 +20,8 @@ M.form = "mla_<dtype>[_kv<kv_dtype>]_h<Hq>_m<M>"
 -- ---- tuning tables: the kernel author edits these, nothing else in gen/ knows the numbers ----
 
 M.DQK, M.DV = 576, 512
-local M_TILES = { [64] = { threads = 256 } }  -- 2 warpgroups; TMA issued by one thread of each
+-- 2 warpgroups; TMA issued by one thread of each warp
+local M_TILES = { [16] = { threads = 256 }, [32] = { threads = 256 }, [64] = { threads = 256 } }
 local KV_TILE = 64
 local STAGES = 2
 local MAX_HQ = 128
@@ -28,10 +31,12 @@ local KV_DTYPES = { "bf16", "fp16", "e4m3" } -- a 16-bit cache has the query's d
 -- min(page_size, 64) tokens that never cross a page.
 local PAGE_SIZES = { 16, 32, 64, 128, 192, 256 }
 
--- The AOT set, and its e4m3-cache variants (those of the benchmark shapes, M1F and M2F).
+-- The AOT set, and its e4m3-cache variants (those of the benchmark shapes, M1F and M2F); Hq 16
+-- also on the narrow tiles: q_len 1 (M2, M2F) and 2 (multi-token prediction).
 local DEFAULT_DTYPES = { "bf16" }
 local DEFAULT_HQ = { 16, 32, 64, 128 }
 local DEFAULT_FP8 = { dtype = "bf16", hq = { 16, 128 } }
+local DEFAULT_NARROW = { { m = 16 }, { m = 16, kv = "e4m3" }, { m = 32 } } -- Hq 16
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -66,13 +71,17 @@ end)
 function M.traits(spec)
     local esize = types.info[spec.dtype].size
     local tile = KV_TILE * M.DQK * esize
+    local m = spec.m_tile
+    -- P of warpgroup 0 (m64: a 64 x 64 tile; narrow: both warpgroups' m x 64 and the warps' row
+    -- maxima, 2 x 2 x 4 x m floats)
+    local p_block = math.max(64 * 64 * esize, m < 64 and 2 * m * 64 * esize + 64 * m or 0)
     return {
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
         stages = STAGES,
-        -- Q tile + K stages + P of warpgroup 0 + row max/sum + flags + mbarriers (one per column
-        -- block of each stage) + 1024-byte alignment slack
-        smem = spec.m_tile * M.DQK * esize + STAGES * tile + 64 * 64 * esize + 2 * 64 * 4 + 16
+        -- Q tile + K stages + P + row max/sum + flags + mbarriers (one per column block of each
+        -- stage) + 1024-byte alignment slack
+        smem = m * M.DQK * esize + STAGES * tile + p_block + 2 * 64 * 4 + 16
             + STAGES * (M.DQK // 64) * 8 + 1024,
     }
 end
@@ -82,6 +91,7 @@ function M.bindings(spec, name)
     return util.attn_bindings(spec, name, t, {
         KV_T = types.info[spec.kv_dtype].ctype,
         GROUP = spec.hq,
+        M_TILE = spec.m_tile,
         SMEM = t.smem, -- checked against the kernel's own layout (MlaTraits::SMEM_BYTES)
     })
 end
@@ -100,6 +110,9 @@ function M.defaults()
     end
     for _, hq in ipairs(DEFAULT_FP8.hq) do
         specs[#specs + 1] = { family = "mla", dtype = DEFAULT_FP8.dtype, kv_dtype = "e4m3", hq = hq, m_tile = 64 }
+    end
+    for _, n in ipairs(DEFAULT_NARROW) do
+        specs[#specs + 1] = { family = "mla", dtype = "bf16", kv_dtype = n.kv, hq = 16, m_tile = n.m }
     end
     return specs -- the caller sorts by name
 end

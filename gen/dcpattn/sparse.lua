@@ -33,10 +33,12 @@ local KV_TILE = 32      -- keys per pipeline stage
 local MAX_TOPK = 2048   -- ids per query token (mma.sync: the compacted list lives in shared memory)
 -- sm_90a, FP8 cache (name suffix _sm90): MLA's CTA of 64 heads x 64-key tiles plus a producer
 -- warpgroup that gathers them; the compacted list lives in the workspace (8 bytes per id of each
--- CTA), and shared memory is MLA's plus the scales of stage 0's tile (64 rows x 16 bytes).
+-- CTA), and shared memory is MLA's plus the scales of stage 0's tile (64 rows x 16 bytes). At
+-- most 16 heads a rank take MLA's narrow tile of 16 (m16, templates/mla.cuh "Narrow tiles").
 local SM90_ARCH = 90
 local SM90_PRODUCER = 128
 local SM90_SCALES = 64 * 16
+local SM90_NARROW = 16  -- the narrow tile, for Hq <= 16
 local MAX_HQ = 128
 local DTYPES = { "bf16", "fp16" }
 -- The FP8 layout: 512 e4m3 values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE values.
@@ -47,7 +49,7 @@ local E4M3 = "e4m3"  -- per-tensor scales: rows of 576 e4m3 bytes
 -- The AOT set: the benchmark's shapes (examples/bench.cu SP1-SP4).
 local DEFAULTS = { { dtype = "bf16" }, { dtype = "bf16", kv_dtype = FP8DS },
     { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH }, { dtype = "bf16", kv_dtype = E4M3 },
-    { dtype = "bf16", kv_dtype = E4M3, arch = SM90_ARCH } }
+    { dtype = "bf16", kv_dtype = E4M3, arch = SM90_ARCH }, { dtype = "bf16", kv_dtype = FP8DS, arch = SM90_ARCH, m = 16 } }
 
 -- ---------------------------------------------------------------------------------------------
 
@@ -57,6 +59,7 @@ M.fp8ds = FP8DS
 M.e4m3 = E4M3
 M.fp8ds_row_bytes = FP8DS_ROW_BYTES
 M.sm90_arch = SM90_ARCH
+M.sm90_narrow = SM90_NARROW
 
 local show = util.show
 
@@ -80,9 +83,9 @@ util.family(M, LAYOUT, function(spec)
         end
     end
     local m = util.int(spec.m_tile)
-    if not m or not M_TILES[m] then
-        return nil, format("M tile %s not allowed (expected %s)", show(spec.m_tile),
-            concat(util.sorted_numbers(M_TILES), ", "))
+    if not m or not (M_TILES[m] or m == SM90_NARROW and spec.arch ~= nil) then
+        return nil, format("M tile %s not allowed (expected %s; %d: the sm_%d kernel only)", show(spec.m_tile),
+            concat(util.sorted_numbers(M_TILES), ", "), SM90_NARROW, SM90_ARCH)
     end
     local arch
     if spec.arch ~= nil then
@@ -130,7 +133,8 @@ end
 function M.bindings(spec, name)
     local t = traits(spec)
     if spec.arch then
-        return util.attn_bindings(spec, name, t, { MAX_TOPK = MAX_TOPK, RAW_ROW = t.raw_row, SMEM = t.smem })
+        return util.attn_bindings(spec, name, t,
+            { MAX_TOPK = MAX_TOPK, RAW_ROW = t.raw_row, SMEM = t.smem, M_TILE = spec.m_tile })
     end
     return util.attn_bindings(spec, name, t, {
         M_TILE = spec.m_tile,
@@ -151,7 +155,7 @@ end
 function M.defaults()
     local specs = {}
     for i, d in ipairs(DEFAULTS) do
-        specs[i] = { family = "sparse", dtype = d.dtype, kv_dtype = d.kv_dtype, m_tile = 64, arch = d.arch }
+        specs[i] = { family = "sparse", dtype = d.dtype, kv_dtype = d.kv_dtype, m_tile = d.m or 64, arch = d.arch }
     end
     return specs -- the caller sorts by name
 end

@@ -134,7 +134,9 @@ function M.sparse(desc, v, dtype, where)
     local fp8 = type(desc.kv_dtype) == "string" and lower(desc.kv_dtype) == sparse.fp8ds or
         types.canonical(desc.kv_dtype, { sparse.e4m3 }) ~= nil
     local arch = fp8 and v.arch >= sparse.sm90_arch and v.arch < 100 and sparse.sm90_arch or nil
-    return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = 64, arch = arch }, where)
+    -- (the sm_90a kernel: at most 16 heads take the narrow tile)
+    local m = arch and v.hq <= sparse.sm90_narrow and sparse.sm90_narrow or 64
+    return spec.name({ family = "sparse", dtype = dtype, kv_dtype = desc.kv_dtype, m_tile = m, arch = arch }, where)
 end
 
 return M

@@ -1,0 +1,241 @@
+/* test_gpu_wgmma — what MLA's tiles (templates/mla.cuh, "Narrow tiles" and the 64-row tile's
+   P) take for granted of Hopper's wgmma and stmatrix, each on one warpgroup against a CPU
+   product of small integers (exact in bf16, and their sums below 2^10 exact in fp32
+   accumulation), so that a wrong layout shows as a wrong element, not as an error that a
+   tolerance hides:
+     1. S^T = K Q^T (m64n16k16, m64n32k16): A = K and B = Q, both K-major in 128-byte swizzle,
+        as the MLA kernel's stages and Q tile hold them (an FP8 cache's stages too, once
+        converted to fp16);
+     2. O^T = V^T P^T: A = V as an MN-major 128-byte-swizzled operand (the bytes TMA lays for
+        K), B = P K-major;
+     3. the 64-row tile's P: a warpgroup's 16-bit fragments stored by stmatrix
+        (sw128_stsm_store, templates/ptx.cuh) land where the K-major SW128 operand holds them;
+     4. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
+        (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
+   every result read through the accumulator fragment map (row 16 w + g + 8 h, column 8 i +
+   2 q4 + e). Built with nvcc for sm_90a; without such a GPU it says so and runs nothing. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "ptx.cuh"
+#include "check.h"
+
+using namespace dcpattn;
+
+enum { KEYS = 64, SMEM = 64 * 1024 };
+
+// The position (row, column) of accumulator element j of this thread in a 64 x N tile.
+__device__ void frag_at(int j, int &row, int &col) {
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    row = 16 * wi + (lane >> 2) + 8 * ((j >> 1) & 1);
+    col = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+}
+// 128-byte swizzle of a byte offset inside a 1024-byte-aligned region (rows of 128 bytes).
+__device__ unsigned sw128(unsigned off) { return off ^ (((off >> 7) & 7u) << 4); }
+
+// rows x 64 16-bit values (row-major) into shared memory at dst, rows of 128 bytes, SW128
+__device__ void fill_sw128(unsigned dst, const unsigned short *src, int rows) {
+    for (int i = threadIdx.x; i < rows * 64; i += 128)
+        asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst + sw128((i >> 6) * 128 + (i & 63) * 2)), "h"(src[i]));
+}
+// this thread's accumulators of a 64 x N tile to d (row-major)
+template <int N> __device__ void store_tile(const float (&acc)[N / 2], float *d) {
+    for (int j = 0; j < N / 2; ++j) {
+        int r, c;
+        frag_at(j, r, c);
+        d[r * N + c] = acc[j];
+    }
+}
+
+// 1 (PV = 0): D (64 x N) = K (64 x 64) Q^T (Q: N x 64), bf16, both K-major SW128.
+// 2 (PV = 1): D (64 channels x N) = V^T P^T: a = V (64 keys x 64 channels) as the MN-major
+// SW128 operand, b = P (N x 64 keys) K-major SW128.
+template <int N, int PV> __global__ void __launch_bounds__(128) bf16_kernel(const unsigned short *a, const unsigned short *b, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sa = base, sb = base + 8192;
+    fill_sw128(sa, a, KEYS);
+    fill_sw128(sb, b, N);
+    fence_proxy_async();
+    __syncthreads();
+    float acc[N / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (PV)  // (16 keys a k-step: 16 rows of 128 bytes)
+            wgmma_ss_narrow<bf16, N, 1>(acc, sw128_desc(sa + kk * 16 * 128, 8192, 1024), sw128_desc(sb + kk * 32, 16, 1024),
+                                        kk > 0);
+        else
+            wgmma_ss_narrow<bf16, N, 0>(acc, sw128_desc(sa + kk * 32, 16, 1024), sw128_desc(sb + kk * 32, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    store_tile<N>(acc, d);
+}
+
+// 3: a warpgroup's 64 x 64 16-bit values (p, row-major) as mma fragments, stored by stmatrix into a
+// K-major SW128 tile (sw128_stsm_store), then read back through the swizzle map (d: the values).
+__global__ void __launch_bounds__(128) stsm_kernel(const unsigned short *p, const unsigned short *, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u;
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+    unsigned pa[4][4];
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) {  // matrix i of k-step j: rows + 8 (i % 2), columns 16 j + 8 (i / 2)
+            const int at = (16 * wi + g + 8 * (i & 1)) * 64 + 16 * j + 8 * (i >> 1) + 2 * q4;
+            pa[j][i] = p[at] | (unsigned)p[at + 1] << 16;
+        }
+    sw128_stsm_store(sw128_stsm_row(base, wi, lane), pa);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 64 * 64; i += 128) {
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(base + sw128((i >> 6) * 128 + (i & 63) * 2)));
+        d[i] = (float)v;
+    }
+}
+
+// 4: the narrow P store. p: N rows x 64 keys (row-major); the thread's accumulator pairs (elements
+// 4 j + 2 h, + 1 of S^T: key 16 wi + g + 8 h, rows 8 j + 2 q4, + 1) packed as the narrow softmax
+// packs them, stored by stsm_x4_trans at sw128_stsm_trans_row, read back through the swizzle map.
+template <int N> __global__ void __launch_bounds__(128) stsm_narrow_kernel(const unsigned short *p, const unsigned short *, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u;
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+    for (int i = threadIdx.x; i < N * 64 / 2; i += 128)  // (rows a warp does not store stay zero)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + 4 * i), "r"(0u));
+    __syncthreads();
+    unsigned pa[4][4];
+    for (int j = 0; j < N / 2; j += 2) {
+        const int key = 16 * wi + g + 8 * ((j >> 1) & 1), q = 8 * (j >> 2) + 2 * q4;
+        pa[j >> 3][(j >> 1) & 3] = p[q * 64 + key] | (unsigned)p[(q + 1) * 64 + key] << 16;
+    }
+    const unsigned row = sw128_stsm_trans_row(base, wi, lane);
+    for (int i = 0; i < N / 16; ++i) stsm_x4_trans(row + 2048 * i, pa[i]);
+    __syncthreads();
+    for (int i = threadIdx.x; i < N * 64; i += 128) {
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(base + sw128((i >> 6) * 128 + (i & 63) * 2)));
+        d[i] = (float)v;
+    }
+}
+
+// ---- host ----
+static unsigned short bf16_of(int x) {  // small integers are exact
+    float f = (float)x;
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return (unsigned short)(u >> 16);
+}
+static int rnd(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
+
+// Uploads a and b, runs launch(a, b, d) on one warpgroup, and compares d with want (n floats).
+template <class Launch>
+static void run_case(const char *what, const void *a, size_t na, const void *b, size_t nb, const float *want, int n,
+                     Launch launch) {
+    void *da, *db;
+    float *dd, *got = (float *)malloc(sizeof(float) * (size_t)n);
+    int bad = 0, first = -1;
+    cudaMalloc(&da, na);
+    cudaMalloc(&db, nb);
+    cudaMalloc((void **)&dd, sizeof(float) * (size_t)n);
+    cudaMemcpy(da, a, na, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b, nb, cudaMemcpyHostToDevice);
+    cudaMemset(dd, 0xff, sizeof(float) * (size_t)n);  // (NaN where nothing is written)
+    launch(da, db, dd);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: launch", what);
+    cudaMemcpy(got, dd, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < n; i++)
+        if (!(got[i] == want[i])) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    CHECK(bad == 0, "%s: %d of %d elements differ (first [%d]: %g, want %g)", what, bad, n, first,
+          first >= 0 ? got[first] : 0.f, first >= 0 ? want[first] : 0.f);
+    cudaFree(da), cudaFree(db), cudaFree(dd);
+    free(got);
+}
+
+// want[r * cols + c] = sum over x < len of A(r, x) B(c, x), of small integers
+template <class FA, class FB> static void product(float *want, int rows, int cols, int len, FA A, FB B) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            int s = 0;
+            for (int x = 0; x < len; x++) s += A(r, x) * B(c, x);
+            want[r * cols + c] = (float)s;
+        }
+}
+
+// S^T = K Q^T (bf16, N query rows) and O^T = V^T P^T (bf16, N query rows)
+template <int N> static void test_bf16(void) {
+    static unsigned short k[KEYS * 64], q[N * 64];
+    static int ki[KEYS * 64], qi[N * 64];
+    static float want[KEYS * N];
+    char what[96];
+    for (int i = 0; i < KEYS * 64; i++) k[i] = bf16_of(ki[i] = rnd(-3, 3));
+    for (int i = 0; i < N * 64; i++) q[i] = bf16_of(qi[i] = rnd(0, 3));
+    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16 bf16, K-major SW128", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
+        bf16_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+    });
+    // the same K tile as V (64 keys x 64 channels), q as P (N x 64 keys)
+    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+            [&](int c, int key) { return qi[c * 64 + key]; });
+    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16 bf16, A MN-major SW128", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, 64 * N, [](void *a, void *b, float *d) {
+        bf16_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+    });
+}
+
+// the 64-row tile's P store
+static void test_stsm(void) {
+    static unsigned short p[64 * 64];
+    static float want[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) want[i] = p[i] = (unsigned short)rnd(0, 65535);
+    run_case("P by stmatrix (sw128_stsm_store) into a K-major SW128 tile", p, sizeof p, p, sizeof p, want, 64 * 64,
+             [](void *a, void *, float *d) { stsm_kernel<<<1, 128, SMEM>>>((const unsigned short *)a, NULL, d); });
+}
+
+// the narrow tiles' P store (N query rows)
+template <int N> static void test_stsm_narrow(void) {
+    static unsigned short p[N * 64];
+    static float want[N * 64];
+    char what[96];
+    for (int i = 0; i < N * 64; i++) want[i] = p[i] = (unsigned short)rnd(0, 65535);
+    snprintf(what, sizeof what, "narrow P (%d rows) by stmatrix .trans into a K-major SW128 tile", N);
+    run_case(what, p, sizeof p, p, sizeof p, want, N * 64, [](void *a, void *, float *d) {
+        stsm_narrow_kernel<N><<<1, 128, SMEM>>>((const unsigned short *)a, NULL, d);
+    });
+}
+
+int main(void) {
+    int n = 0, major = 0, minor = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("no GPU found: GPU tests not run\n");
+        return check_summary();
+    }
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major != 9 || minor != 0) {
+        printf("no sm_90 GPU (device 0 is sm_%d%d): wgmma tests not run\n", major, minor);
+        return check_summary();
+    }
+    cudaFuncSetAttribute(bf16_kernel<16, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(bf16_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    srand(12345);
+    for (int rep = 0; rep < 3; rep++) {  // (fresh random integers each time)
+        test_bf16<16>();
+        test_bf16<32>();
+        test_stsm();
+        test_stsm_narrow<16>();
+        test_stsm_narrow<32>();
+    }
+    return check_summary();
+}
