@@ -514,27 +514,26 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
         const long long off = k < n ? rows[k] : -1;
         if (t == 1) nbar_sync<5, Tr::THREADS>();  // Q's rope block is read
         if (t >= 2) mbar_wait(bars + 8 * (BLOCKS * s + 1), ((t >> 1) - 1) & 1);  // raw_free[s] of tile t - 2
-        {  // a row past the kept ones lands as zeros (nothing read: the conversion masks no row)
-            const int sz = off >= 0 ? 16 : 0;
-            const char *row = kb + (off >= 0 ? off : 0);
-            const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
+        // a row past the kept ones lands as zeros (nothing read: the conversion masks no row)
+        const int sz = off >= 0 ? 16 : 0;
+        const char *row = kb + (off >= 0 ? off : 0);
+        const unsigned st = base + Tr::SMEM_K + s * Tr::TILE_BYTES, raw = st + r * 64 + h * 16;
 #pragma unroll
-            for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
-                cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, sz);
-            if constexpr (Tr::SCALED) {
-                if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, sz);
-                const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
+        for (int i = 0; i < 16; ++i)  // e4m3 chunk 2 i + h
+            cp_async16<128>(raw + (i >> 1) * Tr::RAW_BLOCK + (i & 1) * 32, row + 32 * i + 16 * h, sz);
+        if constexpr (Tr::SCALED) {
+            if (h == 0) cp_async16<128>(base + Tr::scales_at(s) + r * 16, row + 16 * Tr::SP_SCALES, sz);
+            const unsigned rope = st + (BLOCKS - 1) * Tr::BLOCK_BYTES + r * 128;
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
-                    const int j = 4 * h + i;
-                    cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), sz);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
-                    cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
-                                    row + 16 * (32 + 2 * h + i), sz);
+            for (int i = 0; i < 4; ++i) {  // RoPE chunk j = 4 h + i
+                const int j = 4 * h + i;
+                cp_async16<128>(rope + ((j ^ (r & 7)) << 4), row + 16 * (Tr::SP_SCALES + 1 + j), sz);
             }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 2; ++i)  // RoPE chunk j = 2 h + i, e4m3 like the rest: raw block 8
+                cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
+                                row + 16 * (32 + 2 * h + i), sz);
         }
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
         // before the async proxy; then the stage's mbarrier
