@@ -411,8 +411,8 @@ typedef struct dcpattn_attn_args {
    attention with the sink; a rank-0 row keeping no id gives out = 0, lse = sink. Sparse
    plans take num_splits 0 or 1 (one CTA per query token and 64 heads). An FP8 cache (FP8_DS_MLA,
    FP8_E4M3) on sm_90a runs on the MLA kernel's wgmma pipeline (variant ..._sm90), whose plans need
-   a workspace of max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8 bytes, rounded up to
-   a multiple of 256 (each CTA's kept rows and their count); elsewhere mma.sync, on sm_80 and newer,
+   a workspace of max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes, rounded up to a
+   multiple of 256 (each CTA's kept rows); elsewhere mma.sync, on sm_80 and newer,
    with no workspace. */
 #define DCPATTN_SPARSE_MAX_TOPK 2048
 
@@ -3127,7 +3127,7 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
 /* ---- sparse MLA: plan and run (see SPARSE MLA in the API) ----
    One CTA per (sequence x query slot, block of M_TILE heads): grid batch*max_q_len x
    ceil(Hq / M_TILE); slots past a sequence's q_len return at once. No split; the sm_90a kernel
-   keeps each CTA's kept rows and their count in the workspace (sparse_topk + 1 int64 per CTA). */
+   keeps each CTA's kept rows in the workspace (sparse_topk int64 per CTA). */
 static void dcpattn__sparse_plan(dcpattn_attn_plan *p) {
     p->num_splits = 1;
     p->row_tiles = (p->d.num_q_heads + p->attn->rows - 1) / p->attn->rows;
@@ -3135,7 +3135,7 @@ static void dcpattn__sparse_plan(dcpattn_attn_plan *p) {
     p->kp.topk = p->d.sparse_topk;
     if (p->attn->row_list)
         p->workspace_bytes = ((size_t)p->d.max_batch * (size_t)p->d.max_q_len * (size_t)p->row_tiles *
-                                  ((size_t)p->d.sparse_topk + 1u) * 8u +
+                                  (size_t)p->d.sparse_topk * 8u +
                               255u) &
                              ~(size_t)255u;
 }

@@ -111,8 +111,7 @@
 // warpgroups' (math_sync), 5 "Q's rope block is read" (the producer then gathers tile 1, whose
 // scales go to P1). At most 16 heads take the narrow tile of 16 (sparse_<dtype>_kv<cache>_m16_sm90,
 // see "Narrow tiles"): stage 1's scales then have a slot of their own (SMEM_SC1: P1 is read by
-// warpgroup 1's own PV), and the kept-row count reaches the math warpgroups through the workspace
-// (topk + 1 words a CTA).
+// warpgroup 1's own PV).
 //
 // Code size is a first-order cost here: the two warpgroups run different code, and with the
 // TMA issue loops unrolled (6.7 k instructions) M1 ran at 482 TFLOP/s against 580 at 4.6 k
@@ -607,21 +606,22 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
         const AttnRowOut out = cta.row_out(0, R);
         float lse2;
         const float inv = row_finish<Tr>(p, out, m[c], l[c], lse2);
+        // the row's channel ch0 + 64 b + 8 h (block b of O^T, half h), normalized
+        auto val = [&](int b, int h) { return o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv; };
         if (split_out) {
             const long long prow = out.part(cta.split);
             float *dst = p.o_part + prow * Tr::DV + ch0;
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv;
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = val(b, h);
             if (owner) p.lse_part[prow] = lse2;
         } else {
             unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    dst[64 * b + 8 * h] = (unsigned short)pack2<T>(o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv, 0.f);
+                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = (unsigned short)pack2<T>(val(b, h), 0.f);
             if (owner && p.lse) out.lse(lse2);
         }
     }
@@ -894,19 +894,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         fence_mbar_init();
     }
     if constexpr (Tr::SPARSE) {  // stage "select" into this CTA's part of the workspace (ends with a barrier)
-        // (topk + 1 words a CTA: the rows, then their count)
-        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * (p.topk + 1);
+        long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
         sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
                                                           reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
-        if constexpr (Tr::NARROW) {
-            // the count through global memory: ptxas takes a value read from shared memory for one
-            // that may differ between the lanes, and the narrow tile's loop on it serialized the
-            // kernel's wgmmas (C7515); a load from one global address it does not
-            volatile long long *count = rows + p.topk;
-            if (tid == 0) *count = sp_n;
-            __syncthreads();
-            sp_n = (int)*count;
-        }
+        // (warp-uniform for ptxas: a count read from shared memory may differ between the lanes
+        // as far as it knows, and the narrow tile's loop on such a count serialized its wgmmas, C7515)
+        sp_n = __shfl_sync(0xffffffffu, sp_n, 0);
         // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
         if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();

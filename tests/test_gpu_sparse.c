@@ -397,7 +397,7 @@ static void run_case(dcpattn_context *ctx, int sm90, const sp_case *c, const cha
             const int wg = sm90 && c->fp8 != KV16; /* the wgmma kernel: its rows in the workspace */
             ws = dcpattn_attn_workspace_size(plan);
             CHECK(strncmp(v, "sparse_", 7) == 0 && (strstr(v, "_sm90") != NULL) == wg &&
-                      (wg ? ws == (((size_t)B * d->max_q * ((hq + 63) / 64) * (topk + 1) * 8 + 255) & ~(size_t)255) : ws == 0),
+                      (wg ? ws == (((size_t)B * d->max_q * ((hq + 63) / 64) * topk * 8 + 255) & ~(size_t)255) : ws == 0),
                   "%s: variant %s, workspace %zu", what, v, ws);
             if (ws) CUDA_OK(cudaMalloc(&d_ws, ws));
             sparse_args(&a, B, d_q, d_k, sh->num_pages, d_bt, sh->block_table_stride, d_cu, d_used, d_out[r], d_lse[r],

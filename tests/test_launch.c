@@ -402,9 +402,9 @@ int main(void) {
         }
         dcpattn__cu.TensorMapEncodeTiled = NULL;
         /* sparse MLA with the FP8 cache on sm_90a: the MLA kernel's pipeline (variant ..._sm90), one
-           launch of 256 threads per (query slot, block of 64 heads), and a workspace of each CTA's
-           kept rows and their count (max_batch * max_q_len * ceil(Hq / 64) * (sparse_topk + 1) * 8
-           bytes, rounded up to 256) handed to the kernel as topk_rows; the sinks reach rank 0's
+           launch of 384 threads per (query slot, block of 64 heads), and a workspace of each CTA's
+           kept rows (max_batch * max_q_len * ceil(Hq / 64) * sparse_topk * 8 bytes, rounded up to
+           256) handed to the kernel as topk_rows; the sinks reach rank 0's
            kernel only */
         {
             dcpattn_attn_desc s = m; /* the MLA descriptor, made sparse */
@@ -419,7 +419,7 @@ int main(void) {
                 ctx->compile_only = 1;
                 CHECK(dcpattn_attn_plan_create(ctx, &s, &sp) == 0, "sparse plan: %s", dcpattn_last_error());
                 if (sp) {
-                    const size_t want = ((size_t)4 * 3 * 2 * (512 + 1) * 8 + 255) & ~(size_t)255;
+                    const size_t want = ((size_t)4 * 3 * 2 * 512 * 8 + 255) & ~(size_t)255;
                     dcpattn_attn_args sa = a;
                     char *ws = (char *)FAKE(0x100000);
                     ctx->compile_only = 0;
