@@ -46,7 +46,7 @@ TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 .PHONY: all deps demo test test-gpu bench limits install uninstall clean aot fuzz
 all: aot $(BUILD)/demo $(BUILD)/dcp_nccl
 
-# ---- dependencies: Lua 5.4 from Debian ----
+# ---- dependencies: Lua 5.4 from Debian, pytest from PyPI ----
 deps:
 	@if command -v $(LUA) >/dev/null 2>&1 && echo '#include <lua.h>' | $(CC) $(LUA_CFLAGS) -E -x c - >/dev/null 2>&1; then \
 	  echo "lua: $$(command -v $(LUA)) (found)"; \
@@ -56,6 +56,12 @@ deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq lua5.4 liblua5.4-dev >/dev/null; \
 	fi
 	@if [ -x $(NVCC) ]; then echo "cuda: $(CUDA) (found)"; else echo "cuda: $(CUDA) missing (needed for NVRTC and cudart)"; fi
+	@if python3 -c 'import pytest' >/dev/null 2>&1; then echo "pytest: found (the Python package's tests)"; \
+	else \
+	  echo "pytest: missing, installing it (the Python package's tests)"; \
+	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q pytest >/dev/null 2>&1 || \
+	    echo "pytest: could not be installed (python3 -m pip install pytest); the Python tests will say so"; \
+	fi
 	@if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then echo "nccl: libnccl.so.2 (found)"; \
 	else echo "nccl: libnccl.so.2 missing (only the DCP combine over NCCL and examples/dcp_nccl need it, at run time)"; fi
 
@@ -120,13 +126,17 @@ $(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD) 
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=thread -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD) deps
-	@echo "  CC      $@ (C99 -Wall -Wextra -Werror)"
+	@echo "  CC      $@ (C99 -Wall -Wextra -Werror; also with DCPATTN_TIMELINE)"
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic -Iinclude -c tests/test_header.c -o $@.api.o
 	$(Q)$(CC) -std=c99 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION tests/test_header.c -o $@ $(HOSTLIBS)
+	$(Q)$(CC) -std=c99 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION -DDCPATTN_TIMELINE -c tests/test_header.c \
+	  -o $@.timeline.o
 
 $(BUILD)/test_header_cpp: tests/test_header.c $(HEADER) | $(BUILD) deps
-	@echo "  CXX     $@ (C++ -Wall -Wextra -Werror)"
+	@echo "  CXX     $@ (C++ -Wall -Wextra -Werror; also with DCPATTN_TIMELINE)"
 	$(Q)$(CXX) -x c++ -std=c++11 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION tests/test_header.c -o $@ $(HOSTLIBS)
+	$(Q)$(CXX) -x c++ -std=c++11 $(WARN) -Iinclude $(LUA_CFLAGS) -DTEST_IMPLEMENTATION -DDCPATTN_TIMELINE -c \
+	  tests/test_header.c -o $@.timeline.o
 
 test: deps aot $(CPU_TESTS) $(GPU_TESTS) $(FUZZ_BIN)
 	@tests/run_tests.sh $(BUILD)
@@ -142,6 +152,12 @@ $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUI
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  $< -o $@ $(HOSTLIBS) -lcublas
+
+# the same with the MLA kernels' stage timeline (templates/timeline.cuh; docs/performance.md "Timeline")
+$(BUILD)/bench_timeline: examples/bench.cu $(HEADER) templates/timeline.cuh tests/ref.h tests/gpu_util.h | $(BUILD) deps
+	@echo "  NVCC    $@"
+	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
+	  -DDCPATTN_TIMELINE $< -o $@ $(HOSTLIBS) -lcublas
 
 # the wgmma layouts the narrow MLA tiles assume (CUDA C++ on the templates' wrappers, sm_90a)
 $(BUILD)/test_gpu_wgmma: tests/test_gpu_wgmma.cu templates/ptx.cuh templates/common.cuh tests/check.h | $(BUILD) deps

@@ -19,7 +19,9 @@
                  SP1 SP2 SP3 SP4 (sparse MLA)
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
-                q_len N of each case: one kernel for a profiler) [--hnd] (GQA pages head-major, no peers) */
+                q_len N of each case: one kernel for a profiler) [--hnd] (GQA pages head-major, no peers)
+   Built with -DDCPATTN_TIMELINE (build/bench_timeline), it also prints after each MLA case the
+   stage timeline of its last launch (templates/timeline.cuh, docs/performance.md "Timeline"). */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -208,6 +210,43 @@ __global__ void fill_e4m3(uint8_t *p, size_t n, uint64_t seed) {
 }
 /* the FP8 cases' dequantization scales (per tensor) */
 static const float FP8_SCALES[2] = {1.0f, 0.5f}; /* an e4m3 cache's k_scale, v_scale */
+
+#ifdef DCPATTN_TIMELINE
+/* The stage timeline of the plan's last launch (templates/timeline.cuh), averaged over the CTAs
+   that kept a record, for each warpgroup: SM cycles per KV tile of each stage, then cleared. */
+static void print_timeline(const char *key, const dcpattn_attn_plan *plan) {
+    static const char *const names[] = {DCPATTN_TIMELINE_STAGES};
+    enum { STAGES = sizeof names / sizeof names[0], ROLES = 3, WORDS = 16 };
+    void *d = nullptr;
+    size_t bytes = 0;
+    if (dcpattn_attn_timeline(plan, &d, &bytes)) {
+        printf("       timeline: %s\n", dcpattn_last_error());
+        return;
+    }
+    std::vector<long long> h(bytes / 8);
+    CUDA_OK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemset(d, 0, bytes));
+    for (int role = 0; role < ROLES; role++) {
+        double sum[WORDS] = {0};
+        long long n = 0;
+        for (size_t c = 0; c < bytes / (8 * WORDS * ROLES); c++) {
+            const long long *w = &h[(c * ROLES + role) * WORDS];
+            if (w[WORDS - 1] != 1) continue;
+            n++;
+            for (int i = 0; i < WORDS - 1; i++) sum[i] += (double)w[i];
+        }
+        if (!n || sum[1] <= 0) continue;
+        double marked = 0;
+        printf("       timeline %s, warpgroup %d, %lld CTAs: %.0f cycles, %.1f tiles, %.1f segments a CTA; cycles a tile:",
+               key, role, n, sum[0] / n, sum[1] / n, sum[2] / n);
+        for (int i = 0; i < STAGES; i++) {
+            marked += sum[3 + i];
+            if (sum[3 + i] > 0) printf(" %s %.0f", names[i], sum[3 + i] / sum[1]);
+        }
+        printf(", after the last mark %.0f\n", (sum[0] - marked) / sum[1]);
+    }
+}
+#endif
 
 __global__ void fill_u32(uint32_t *p, size_t n, uint64_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -892,6 +931,9 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
             printf("       %.1f us (min %.1f, max %.1f, %d runs), %.0f GB/s = %.1f%% of read ceiling, "
                    "%.1f TFLOP/s = %.1f%% of GEMM\n",
                    r.us, r.us_min, r.us_max, r.reps, r.gbps, r.pct_read, r.tflops, r.pct_gemm);
+#ifdef DCPATTN_TIMELINE
+            if (c->mla) print_timeline(r.key.c_str(), plan);
+#endif
         }
         fflush(stdout);
         g_rows.push_back(r);
@@ -1109,6 +1151,9 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
                "ceiling, %.1f TFLOP/s = %.1f%% of GEMM\n",
                r.us, r.us_min, r.us_max, r.reps, 100.0 * (double)kept / (double)ids.size(), r.gbps, r.pct_read,
                r.tflops, r.pct_gemm);
+#ifdef DCPATTN_TIMELINE
+        print_timeline(c->id, plan);
+#endif
     }
     fflush(stdout);
     g_rows.push_back(r);

@@ -110,6 +110,13 @@
                         a quoted path in pkg-config's output survives only when a shell
                         parses it again (eval), not `cc $(pkg-config ...)`.
      DCPATTN_API        declaration specifier of the public functions (default: extern).
+     DCPATTN_TIMELINE   for whoever tunes the kernels: JIT-compiles them with DCPATTN_TIMELINE
+                        defined (templates/timeline.cuh), so that the MLA kernels record, per
+                        CTA and warpgroup, the SM cycles of each of their stages, and declares
+                        dcpattn_attn_timeline, which finds those records. Its kernels are
+                        cached under keys of their own (never the AOT ones) and differ from
+                        the product's in registers and speed. build/bench_timeline is the
+                        benchmark built so (docs/performance.md, "Timeline").
      DCPATTN_TESTING    compiles in the test suite's fault injection
                         (DCPATTN_TEST_FAIL_WRITE=1 fails every cache write); without it that
                         variable does nothing.
@@ -441,6 +448,19 @@ DCPATTN_API int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan);
    x row tiles) when the batch is even. */
 DCPATTN_API int dcpattn_attn_workers(const dcpattn_attn_plan *plan);
 DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
+#ifdef DCPATTN_TIMELINE
+/* Timeline builds only (see CONFIGURATION MACROS): the device address and size of the records
+   that the plan's kernel module keeps (templates/timeline.cuh): for each CTA (x fastest, then y,
+   z; the first 4096) 3 records, one per warpgroup, of 16 int64: SM cycles in all, KV tiles,
+   segments, the cycles of each stage named in DCPATTN_TIMELINE_STAGES, in that order, and 1 in
+   the last word of a written record. A launch
+   overwrites the records of its CTAs; the caller reads and clears them (cudaMemcpy, cudaMemset)
+   after a launch has finished. DCPATTN_STATUS_UNSUPPORTED for a variant whose kernel keeps none
+   (those of templates/mla.cuh do: dense, narrow and sparse sm_90a MLA). */
+#define DCPATTN_TIMELINE_STAGES \
+    "start", "wait_load", "convert", "scores", "softmax", "publish", "wait_peer", "pv", "merge", "epilogue", "gather"
+DCPATTN_API dcpattn_status dcpattn_attn_timeline(const dcpattn_attn_plan *plan, void **records, size_t *bytes);
+#endif
 /* Stream-ordered: no host sync, no allocation, no compile; safe in CUDA graph capture. */
 DCPATTN_API dcpattn_status dcpattn_attn_run(const dcpattn_attn_plan *plan, const dcpattn_attn_args *args,
                                             void *workspace, size_t workspace_bytes,
@@ -805,6 +825,8 @@ typedef struct dcpattn__driver_api {
     dcpattn__CUresult (*TensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
                                               const unsigned long long *, const unsigned *, const unsigned *, int, int,
                                               int, int);
+    /* optional: a module's global by name (timeline builds: their records) */
+    dcpattn__CUresult (*ModuleGetGlobal)(unsigned long long *, size_t *, dcpattn__CUmodule, const char *);
     dcpattn__CUresult (*StreamIsCapturing)(dcpattn_stream, int *);
     dcpattn__CUresult (*StreamQuery)(dcpattn_stream);
     dcpattn__CUresult (*GetErrorString)(dcpattn__CUresult, const char **);
@@ -933,6 +955,7 @@ static dcpattn_status dcpattn__load_driver(void) {
         DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, ModuleEnumerateFunctions, "cuModuleEnumerateFunctions"),
         DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, FuncGetName, "cuFuncGetName"),
         DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, TensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+        DCPATTN__SYM_OPTIONAL(dcpattn__driver_api, ModuleGetGlobal, "cuModuleGetGlobal_v2"),
         {NULL, 0, 0}};
 #undef DCPATTN__CU_SYM
     static char why[1024];
@@ -1445,19 +1468,29 @@ static int dcpattn__arch_num(const dcpattn_context *ctx) {
 /* A virtual arch: kernels are compiled to PTX and the driver compiles that at load. */
 static int dcpattn__arch_virtual(const dcpattn_context *ctx) { return strncmp(ctx->arch, "compute_", 8) == 0; }
 
-static void dcpattn__options(const dcpattn_context *ctx, char *arch_opt, size_t n, const char *opts[4]) {
+/* NVRTC's options (also hashed into the cache key): DCPATTN__NVRTC_OPTS of them */
+#ifdef DCPATTN_TIMELINE
+#define DCPATTN__NVRTC_OPTS 5
+#else
+#define DCPATTN__NVRTC_OPTS 4
+#endif
+static void dcpattn__options(const dcpattn_context *ctx, char *arch_opt, size_t n,
+                             const char *opts[DCPATTN__NVRTC_OPTS]) {
     snprintf(arch_opt, n, "-arch=%s", ctx->arch);
     opts[0] = arch_opt;
     opts[1] = "-std=c++17";
     opts[2] = "-Xptxas=-v";
     opts[3] = "-lineinfo";
+#ifdef DCPATTN_TIMELINE
+    opts[4] = "-DDCPATTN_TIMELINE";
+#endif
 }
 
 static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *name, const dcpattn__rendered *r,
                                              dcpattn__blob *out) {
     dcpattn__nvrtcProgram prog;
     char arch_opt[64], file[300], *log = NULL;
-    const char *opts[4];
+    const char *opts[DCPATTN__NVRTC_OPTS];
     size_t log_size = 0;
     const int ptx = dcpattn__arch_virtual(ctx);
     int rc;
@@ -1467,7 +1500,7 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
     snprintf(file, sizeof file, "%s.cu", name);
     if (dcpattn__nvrtc.CreateProgram(&prog, r->source, file, 0, NULL, NULL) != 0)
         return dcpattn__fail(DCPATTN_STATUS_COMPILE, "nvrtcCreateProgram failed for %s", name);
-    rc = dcpattn__nvrtc.CompileProgram(prog, 4, opts);
+    rc = dcpattn__nvrtc.CompileProgram(prog, DCPATTN__NVRTC_OPTS, opts);
     dcpattn__nvrtc.GetProgramLogSize(prog, &log_size);
     log = (char *)malloc(log_size + 1);
     if (log) {
@@ -1514,14 +1547,14 @@ static dcpattn_status dcpattn__nvrtc_compile(dcpattn_context *ctx, const char *n
 static void dcpattn__key(dcpattn_context *ctx, const dcpattn__rendered *r, const char *nvrtc_version,
                          uint64_t key[2]) {
     char arch_opt[64], ver[160];
-    const char *opts[4];
+    const char *opts[DCPATTN__NVRTC_OPTS];
     int i, k;
     dcpattn__options(ctx, arch_opt, sizeof arch_opt, opts);
     snprintf(ver, sizeof ver, "nvrtc %s|%s|dcpattn %s|entry 2", nvrtc_version, ctx->arch, DCPATTN_VERSION_STRING);
     for (k = 0; k < 2; k++) {
         uint64_t h = k ? DCPATTN__FNV_B : DCPATTN__FNV_A;
         h = dcpattn__fnv(h, r->source, r->len + 1);
-        for (i = 0; i < 4; i++)
+        for (i = 0; i < DCPATTN__NVRTC_OPTS; i++)
             h = dcpattn__fnv(h, opts[i], strlen(opts[i]) + 1);
         h = dcpattn__fnv(h, ver, strlen(ver) + 1);
         key[k] = h;
@@ -3229,6 +3262,24 @@ size_t dcpattn_attn_workspace_size(const dcpattn_attn_plan *plan) { return plan 
 int dcpattn_attn_num_splits(const dcpattn_attn_plan *plan) { return plan ? plan->num_splits : 0; }
 int dcpattn_attn_workers(const dcpattn_attn_plan *plan) { return plan ? plan->workers : 0; }
 const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan) { return plan ? plan->variant : ""; }
+#ifdef DCPATTN_TIMELINE
+dcpattn_status dcpattn_attn_timeline(const dcpattn_attn_plan *plan, void **records, size_t *bytes) {
+    unsigned long long dptr = 0;
+    size_t n = 0;
+    if (!plan || !records || !bytes)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_timeline: plan, records and bytes must not be NULL");
+    if (plan->ctx->compile_only || !plan->attn->module)
+        return dcpattn__fail(DCPATTN_STATUS_INVALID_ARGUMENT, "attn_timeline: the plan's context is compile-only");
+    if (!dcpattn__cu.ModuleGetGlobal)
+        return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "attn_timeline: the driver lacks cuModuleGetGlobal_v2");
+    if (dcpattn__cu.ModuleGetGlobal(&dptr, &n, plan->attn->module, "dcpattn_timeline") != 0)
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_timeline: %s keeps no timeline (the sm_90a MLA kernels do)",
+                             plan->variant);
+    *records = (void *)(uintptr_t)dptr;
+    *bytes = n;
+    return DCPATTN_STATUS_SUCCESS;
+}
+#endif
 
 /* A token no earlier run of this process used (odd, so never 0: the words' reset value): the
    balanced schedule's publication flags carry it, so a word left from another run or another

@@ -61,7 +61,9 @@
 //   split merge     balanced schedule: MlaSchedule::publish (a piece's state for the worker
 //                   that ends its sequence), MlaSchedule::merge (adds them, before the epilogue)
 // The lambdas stay lambdas: rescale as a function of its own changed the SASS of every MLA
-// variant (docs/architecture.md, "Kernel stages").
+// variant (docs/architecture.md, "Kernel stages"). Timeline builds (templates/timeline.cuh) mark
+// where each stage ends (tl.mark) and wait for a tile's bytes in one place (tl_wait); elsewhere
+// the marks are nothing.
 //
 // Loads: a KV tile is nine 8 KB column blocks (64 channels x 64 tokens), each on its own
 // `full` mbarrier, brought in by TMA from a 3-D tensor map over the paged pool (576 channels
@@ -139,6 +141,7 @@
 #pragma once
 #include "attn.cuh"
 #include "sparse.cuh"
+#include "timeline.cuh"
 
 namespace dcpattn {
 
@@ -503,7 +506,7 @@ __device__ __forceinline__ void convert_tile(unsigned st, unsigned bars, unsigne
 // block 8. Rows past the list land as zeros (copies that read nothing).
 template <class Tr>
 __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, const long long *rows, int n,
-                                              unsigned base, unsigned bars, int pt) {
+                                              unsigned base, unsigned bars, int pt, Timeline &tl) {
     constexpr int KV_TILE = Tr::KV_TILE, BLOCKS = Tr::BLOCKS;
     const char *kb = static_cast<const char *>(p.k);
     const int n_tiles = (n + KV_TILE - 1) / KV_TILE, r = pt >> 1, h = pt & 1;
@@ -513,6 +516,7 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
         const long long off = k < n ? rows[k] : -1;
         if (t == 1) nbar_sync<5, Tr::THREADS>();  // Q's rope block is read
         if (t >= 2) mbar_wait(bars + 8 * (BLOCKS * s + 1), ((t >> 1) - 1) & 1);  // raw_free[s] of tile t - 2
+        tl.mark(TL_WAIT_PEER);
         // a row past the kept ones lands as zeros (nothing read: the conversion masks no row)
         const int sz = off >= 0 ? 16 : 0;
         const char *row = kb + (off >= 0 ? off : 0);
@@ -534,11 +538,13 @@ __device__ __forceinline__ void sparse_gather(const dcpattn_attn_kparams &p, con
                 cp_async16<128>(st + Tr::raw_at(BLOCKS - 1) + r * 64 + (2 * h + i) * 16,
                                 row + 16 * (32 + 2 * h + i), sz);
         }
+        tl.mark(TL_GATHER);
         // the rows landed; the fence orders them (the RoPE block, which wgmma reads as it landed)
         // before the async proxy; then the stage's mbarrier
         cp_async_wait_all();
         fence_proxy_async();
         mbar_arrive(bars + 8 * (BLOCKS * s));
+        tl.mark(TL_WAIT_LOAD);
     }
     if (n_tiles < 2) nbar_sync<5, Tr::THREADS>();  // (the math warpgroups' arrival there)
 }
@@ -859,6 +865,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     extern __shared__ __attribute__((aligned(1024))) unsigned char mla_smem[];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    Timeline tl;  // (timeline builds only: templates/timeline.cuh; warpgroup w keeps record w)
 
     // 1024-byte aligned base (the SW128 atoms need it)
     const AttnSmem sm = align_smem<1024u>(mla_smem);
@@ -903,7 +910,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
         if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
-            sparse_gather<Tr>(p, rows, sp_n, base, bar_full, tid - Tr::MATH_THREADS);
+            tl.segment((sp_n + KV_TILE - 1) / KV_TILE);
+            sparse_gather<Tr>(p, rows, sp_n, base, bar_full, tid - Tr::MATH_THREADS, tl);
+            tl.store(2, tid == Tr::MATH_THREADS);
             return;
         }
         setmaxnreg_inc<Tr::MATH_REGS>();
@@ -928,6 +937,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
             // parity of the fill of tile t's stage that brings tile t
             auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
+            tl.segment(n_tiles);
+            // Timeline builds wait here for blocks [b0, b0 + nb) of tile t (sparse: the stage's one
+            // mbarrier), so that waiting for bytes is a stage of its own, not part of the next
+            auto tl_wait = [&](int t, int b0, int nb) {
+#ifdef DCPATTN_TIMELINE
+                if constexpr (Tr::SPARSE)
+                    mbar_wait(full(t & 1, 0), parity(t));
+                else
+                    for (int b = b0; b < b0 + nb; ++b) mbar_wait(full(t & 1, b), parity(t));
+#endif
+                tl.mark(TL_WAIT_LOAD);
+            };
 
             // ---- TMA loads: column blocks of tile t into stage t % 2 ----
             const void *tmap = &p.k_tmap;
@@ -1308,8 +1329,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             constexpr int N0 = Tr::FP8 ? BLOCKS : 4;
 
             // S of tile 0 (tiles 0 and 1 are on their way)
+            tl.mark(TL_START);
             if (wg == 0 && n_tiles > 0) {
+                tl_wait(0, 0, Tr::FP8 ? BLOCKS : 4);
                 if constexpr (Tr::FP8) convert(0);
+                tl.mark(TL_CONVERT);
                 fence_regs(sacc);
                 wgmma_fence();
                 qk_blocks(0, 0, true);
@@ -1318,6 +1342,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 wgmma_commit();
                 wgmma_wait<0>();
                 fence_regs(sacc);
+                tl.mark(TL_SCORES);
             }
 
             // Pairs of tiles: t0 (stage 0) is warpgroup 0's, t1 (stage 1) warpgroup 1's. Warpgroup 1
@@ -1337,11 +1362,14 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
+                    tl.mark(TL_SOFTMAX);
                     if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
                     // (FP8: waited for before converting t0 into stage 0, see below)
+                    tl.mark(TL_WAIT_PEER);
                     if (tw == 0) flag[0] = moved0 ? 1u : 0u;
                     store_p();
                     nbar_arrive<2, 256>();  // P(t0) and the reference after t0 published
+                    tl.mark(TL_PUBLISH);
                     pv_own(t0);  // O0 += P(t0) V(t0)[:, 0:256]
                     wgmma_wait<0>();
                     fence_regs(o);
@@ -1350,8 +1378,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     } else if (elected && next0) {
                         refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
                     }
+                    tl.mark(TL_PV);
                     if (has1) {
                         nbar_sync<3, 256>();  // P(t1) and the reference after t1 published
+                        tl.mark(TL_WAIT_PEER);
                         if (flag[1]) adopt(1);
                         pv_other(t1);  // O0 += P(t1) V(t1)[:, 0:256]
                     }
@@ -1360,12 +1390,17 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             wgmma_wait<0>();
                             fence_regs(o);
                             release(1);  // blocks 0-3 of stage 1 are read (8 by warpgroup 1's S of t1, before P(t1))
+                            tl.mark(TL_PV);
                         }
                     if constexpr (Tr::FP8)
                         if (next0) {
                             nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0), its reference and V(t0)
+                            tl.mark(TL_WAIT_PEER);
+                            tl_wait(t0 + 2, 0, BLOCKS);
                             convert(t0 + 2);
+                            tl.mark(TL_CONVERT);
                         }
+                    if (!Tr::FP8 && next0) tl_wait(t0 + 2, 0, 4);
                     if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                         fence_regs(sacc);
                         wgmma_fence();
@@ -1382,11 +1417,13 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         wgmma_commit();
                     }
                     wgmma_wait<0>();
+                    tl.mark(TL_SCORES);
                 } else {
                     // P(t0) and the reference after t0; if that moved (rare) O1 is rescaled, with no
                     // wgmma running (ptxas serializes every wgmma if an accumulator may be read while one runs)
                     auto other_t0 = [&]() {
                         nbar_sync<2, 256>();
+                        tl.mark(TL_WAIT_PEER);
                         if (flag[0]) {
                             wgmma_wait<0>();
                             fence_regs(sacc);
@@ -1395,20 +1432,26 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
+                        tl_wait(t1, 0, Tr::FP8 ? BLOCKS : 4);
                         if constexpr (Tr::FP8) convert(t1);
+                        tl.mark(TL_CONVERT);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
                         qk_blocks(t1, 0, true);
                         qk_rope(t1);
                         qk_blocks(t1, 4, false);
                         wgmma_commit();
+                        tl.mark(TL_SCORES);
                         other_t0();
                         wgmma_wait<1>();  // S of t1
                         fence_regs(sacc);
+                        tl.mark(TL_SCORES);
                         const bool moved1 = softmax(t1);
+                        tl.mark(TL_SOFTMAX);
                         if (tw == 0) flag[1] = moved1 ? 1u : 0u;
                         store_p();
                         nbar_arrive<3, 256>();  // P(t1) and the reference after t1 published
+                        tl.mark(TL_PUBLISH);
                     } else {
                         other_t0();
                     }
@@ -1416,10 +1459,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
                     if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    tl.mark(TL_PV);
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
                         if (!Tr::FP8 && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        tl.mark(TL_PV);
                     }
                 }
                 fence_regs(sacc);
@@ -1435,8 +1480,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const bool live = Tr::NARROW || wi * 16 < nrows - row0;  // this warp holds a row of the tile
             if (role == MlaSchedule::PUBLISH) {
                 sched.publish(p, o, mr, lr, live);
+                tl.mark(TL_MERGE);
             } else {
                 if (role == MlaSchedule::MERGE) sched.merge(p, o, mr, lr, live, true);
+                tl.mark(TL_MERGE);
                 if constexpr (Tr::NARROW) {
                     sum_narrow<Tr>(lr, reinterpret_cast<float *>(gsm + Tr::SMEM_RED), warp, lane);
                     store_narrow<Tr>(p, cta, o, mr, lr, wg, wi, lane);
@@ -1444,6 +1491,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     sum_warpgroups<Tr>(l_lo, l_hi, xm, wg, r_lo, r_hi, q4);
                     store_rows<Tr>(p, cta, o, m_lo, m_hi, l_lo, l_hi, wg, r_lo, r_hi, q4);
                 }
+                tl.mark(TL_EPILOGUE);
             }
             phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
         }
@@ -1452,6 +1500,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         else if (!sched.next(p))
             break;
     }
+    tl.store(tid >> 7, (tid & 127) == 0);
 }
 
 }  // namespace dcpattn

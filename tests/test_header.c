@@ -1,6 +1,7 @@
 /* The header compiles as C99 (-pedantic for the API part) and as C++, -Wall -Wextra -Werror,
-   with and without the implementation. Built twice by the Makefile; running it checks the
-   status list, the version string and the version code. */
+   with and without the implementation, and with DCPATTN_TIMELINE (compiled, not run). Built
+   twice by the Makefile; running it checks the status list, the version string and the version
+   code. */
 #ifdef TEST_IMPLEMENTATION
 #define DCPATTN_IMPLEMENTATION
 #endif
