@@ -154,7 +154,7 @@ $(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUI
 	  $< -o $@ $(HOSTLIBS) -lcublas
 
 # the same with the MLA kernels' stage timeline (templates/timeline.cuh; docs/performance.md "Timeline")
-$(BUILD)/bench_timeline: examples/bench.cu $(HEADER) templates/timeline.cuh tests/ref.h tests/gpu_util.h | $(BUILD) deps
+$(BUILD)/bench_timeline: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  -DDCPATTN_TIMELINE $< -o $@ $(HOSTLIBS) -lcublas

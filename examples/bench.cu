@@ -20,8 +20,8 @@
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
                 q_len N of each case: one kernel for a profiler) [--hnd] (GQA pages head-major, no peers)
-   Built with -DDCPATTN_TIMELINE (build/bench_timeline), it also prints after each MLA case the
-   stage timeline of its last launch (templates/timeline.cuh, docs/performance.md "Timeline"). */
+   Built with -DDCPATTN_TIMELINE (build/bench_timeline), it also prints after each attention case
+   the stage timeline of its launches (templates/timeline.cuh, docs/performance.md "Timeline"). */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -212,8 +212,8 @@ __global__ void fill_e4m3(uint8_t *p, size_t n, uint64_t seed) {
 static const float FP8_SCALES[2] = {1.0f, 0.5f}; /* an e4m3 cache's k_scale, v_scale */
 
 #ifdef DCPATTN_TIMELINE
-/* The stage timeline of the plan's last launch (templates/timeline.cuh), averaged over the CTAs
-   that kept a record, for each warpgroup: SM cycles per KV tile of each stage, then cleared. */
+/* The stage timeline of the plan's launches since the last call (templates/timeline.cuh), for each
+   warpgroup: SM cycles per KV tile of each stage, summed over its CTAs; the records then cleared. */
 static void print_timeline(const char *key, const dcpattn_attn_plan *plan) {
     static const char *const names[] = {DCPATTN_TIMELINE_STAGES};
     enum { STAGES = sizeof names / sizeof names[0], ROLES = 3, WORDS = 16 };
@@ -223,27 +223,29 @@ static void print_timeline(const char *key, const dcpattn_attn_plan *plan) {
         printf("       timeline: %s\n", dcpattn_last_error());
         return;
     }
-    std::vector<long long> h(bytes / 8);
+    std::vector<unsigned long long> h(bytes / 8);
     CUDA_OK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemset(d, 0, bytes));
     for (int role = 0; role < ROLES; role++) {
         double sum[WORDS] = {0};
-        long long n = 0;
+        long long ctas = 0;
         for (size_t c = 0; c < bytes / (8 * WORDS * ROLES); c++) {
-            const long long *w = &h[(c * ROLES + role) * WORDS];
-            if (w[WORDS - 1] != 1) continue;
-            n++;
-            for (int i = 0; i < WORDS - 1; i++) sum[i] += (double)w[i];
+            const unsigned long long *w = &h[(c * ROLES + role) * WORDS];
+            if (!w[WORDS - 1]) continue;
+            ctas++;
+            for (int i = 0; i < WORDS; i++) sum[i] += (double)w[i];
         }
-        if (!n || sum[1] <= 0) continue;
+        if (!ctas || sum[1] <= 0) continue;
+        const double launches = sum[WORDS - 1] / (double)ctas, marked_total = sum[0];
         double marked = 0;
-        printf("       timeline %s, warpgroup %d, %lld CTAs: %.0f cycles, %.1f tiles, %.1f segments a CTA; cycles a tile:",
-               key, role, n, sum[0] / n, sum[1] / n, sum[2] / n);
+        printf("       timeline %s, warpgroup %d, %lld CTAs x %.0f launches: %.0f cycles, %.1f tiles, %.1f segments "
+               "a CTA and launch; cycles a tile:",
+               key, role, ctas, launches, sum[0] / sum[WORDS - 1], sum[1] / sum[WORDS - 1], sum[2] / sum[WORDS - 1]);
         for (int i = 0; i < STAGES; i++) {
             marked += sum[3 + i];
             if (sum[3 + i] > 0) printf(" %s %.0f", names[i], sum[3 + i] / sum[1]);
         }
-        printf(", after the last mark %.0f\n", (sum[0] - marked) / sum[1]);
+        printf(", after the last mark %.0f\n", (marked_total - marked) / sum[1]);
     }
 }
 #endif
@@ -932,7 +934,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
                    "%.1f TFLOP/s = %.1f%% of GEMM\n",
                    r.us, r.us_min, r.us_max, r.reps, r.gbps, r.pct_read, r.tflops, r.pct_gemm);
 #ifdef DCPATTN_TIMELINE
-            if (c->mla) print_timeline(r.key.c_str(), plan);
+            print_timeline(r.key.c_str(), plan);
 #endif
         }
         fflush(stdout);

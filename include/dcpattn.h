@@ -111,8 +111,8 @@
                         parses it again (eval), not `cc $(pkg-config ...)`.
      DCPATTN_API        declaration specifier of the public functions (default: extern).
      DCPATTN_TIMELINE   for whoever tunes the kernels: JIT-compiles them with DCPATTN_TIMELINE
-                        defined (templates/timeline.cuh), so that the MLA kernels record, per
-                        CTA and warpgroup, the SM cycles of each of their stages, and declares
+                        defined (templates/timeline.cuh), so that the attention kernels add up,
+                        per CTA and warpgroup, the SM cycles of each of their stages, and declares
                         dcpattn_attn_timeline, which finds those records. Its kernels are
                         cached under keys of their own (never the AOT ones) and differ from
                         the product's in registers and speed. build/bench_timeline is the
@@ -451,12 +451,12 @@ DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
 #ifdef DCPATTN_TIMELINE
 /* Timeline builds only (see CONFIGURATION MACROS): the device address and size of the records
    that the plan's kernel module keeps (templates/timeline.cuh): for each CTA (x fastest, then y,
-   z; the first 4096) 3 records, one per warpgroup, of 16 int64: SM cycles in all, KV tiles,
-   segments, the cycles of each stage named in DCPATTN_TIMELINE_STAGES, in that order, and 1 in
-   the last word of a written record. A launch
-   overwrites the records of its CTAs; the caller reads and clears them (cudaMemcpy, cudaMemset)
-   after a launch has finished. DCPATTN_STATUS_UNSUPPORTED for a variant whose kernel keeps none
-   (those of templates/mla.cuh do: dense, narrow and sparse sm_90a MLA). */
+   z; the first 4096) 3 records, one per warpgroup, of 16 uint64 counters summed over the
+   launches since they were last cleared: SM cycles in all, KV tiles, segments, the cycles of
+   each stage named in DCPATTN_TIMELINE_STAGES, in that order, and the launches in the last
+   word. The caller reads and clears them (cudaMemcpy, cudaMemset) between launches.
+   DCPATTN_STATUS_UNSUPPORTED for a variant whose kernel keeps none (the attention kernels of
+   templates/mla.cuh and templates/gqa.cuh do; the mma.sync sparse kernel does not). */
 #define DCPATTN_TIMELINE_STAGES \
     "start", "wait_load", "convert", "scores", "softmax", "publish", "wait_peer", "pv", "merge", "epilogue", "gather"
 DCPATTN_API dcpattn_status dcpattn_attn_timeline(const dcpattn_attn_plan *plan, void **records, size_t *bytes);
@@ -3273,7 +3273,7 @@ dcpattn_status dcpattn_attn_timeline(const dcpattn_attn_plan *plan, void **recor
     if (!dcpattn__cu.ModuleGetGlobal)
         return dcpattn__fail(DCPATTN_STATUS_NO_DRIVER, "attn_timeline: the driver lacks cuModuleGetGlobal_v2");
     if (dcpattn__cu.ModuleGetGlobal(&dptr, &n, plan->attn->module, "dcpattn_timeline") != 0)
-        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_timeline: %s keeps no timeline (the sm_90a MLA kernels do)",
+        return dcpattn__fail(DCPATTN_STATUS_UNSUPPORTED, "attn_timeline: %s keeps no timeline",
                              plan->variant);
     *records = (void *)(uintptr_t)dptr;
     *bytes = n;

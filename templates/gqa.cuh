@@ -34,7 +34,8 @@
 //                   over the warps (and the cluster's CTAs), in gqa_segment; a job of the
 //                   balanced schedule cut between workers: AttnSchedule::finish_cut (attn.cuh)
 // PV and the epilogue are written out in gqa_segment: as functions they compiled to different
-// SASS (docs/architecture.md, "Kernel stages").
+// SASS (docs/architecture.md, "Kernel stages"). Timeline builds (templates/timeline.cuh) mark
+// where each stage ends (tl.mark); elsewhere the marks are nothing.
 //
 // Warps: WARPS_M = M_TILE/16 row groups x WARPS_N = WARPS/WARPS_M key groups. Each warp
 // owns 16 rows and KV_TILE/WARPS_N keys of every tile, keeps its own running max, sum
@@ -105,6 +106,7 @@
 // of 8 elements, of 16 for an e4m3 cache (the host validates this).
 #pragma once
 #include "attn.cuh"
+#include "timeline.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define DCPATTN_GQA_WGMMA 1
@@ -694,7 +696,7 @@ __device__ __forceinline__ void scores_step_frag8(float (&s)[Tr::NW / 8][4], con
 template <class Tr, bool STACKED, class Softmax>
 __device__ __forceinline__ void producer_math_tiles(float (&o)[Tr::D / 8][4], Softmax &softmax_stage,
                                                     unsigned long long dq, unsigned long long dk8,
-                                                    unsigned long long dvt, int kv_begin, int n_tiles) {
+                                                    unsigned long long dvt, int kv_begin, int n_tiles, Timeline &tl) {
     constexpr int NW = Tr::NW, D = Tr::D;
     for (int t = 0; t < n_tiles; ++t) {
         const int ts = kv_begin + t * Tr::KV_TILE;
@@ -702,12 +704,16 @@ __device__ __forceinline__ void producer_math_tiles(float (&o)[Tr::D / 8][4], So
         scores_issue_e4m3<Tr, STACKED>(s, dq, dk8, (t % Tr::STAGES) * Tr::G_TILE_BYTES);
         wgmma_done(reinterpret_cast<float(&)[NW / 2]>(s));
         if constexpr (STACKED) fold_stacked<Tr>(s);
+        tl.mark(TL_SCORES);
         softmax_stage(s, ts);
+        tl.mark(TL_SOFTMAX);
         unsigned a[NW / 16][4];
         pv_issue<Tr>(o, a, s, dvt, (t & 1) * Tr::TILE_BYTES);
         wgmma_done(reinterpret_cast<float(&)[D / 2]>(o));
         fence_regs(a);
+        tl.mark(TL_PV);
         nbar_sync_apart<2, Tr::THREADS>();  // tile t computed; tile t + 1 ready
+        tl.mark(TL_WAIT_PEER);
     }
 }
 
@@ -750,7 +756,7 @@ __device__ __forceinline__ void stash_state(float *sm_m, float *sm_l, float *red
 // swizzle atoms need a 1024-byte aligned base).
 template <class Tr, bool BAL, bool STACKED>
 __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const GqaCta<Tr> &cta, int kvh,
-                                            long long part_row0, const AttnSmem sm) {
+                                            long long part_row0, const AttnSmem sm, Timeline &tl) {
     static_assert(!STACKED || Tr::PRODUCER, "stacked rows: the FP8 producer tile only");
     using namespace gqa_detail;
     using T = typename Tr::T;
@@ -764,6 +770,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     const bool producer = Tr::PRODUCER && warp >= Tr::WARPS;
     const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
     const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
+    tl.segment(n_tiles);
 
     const unsigned s_base = sm.addr;
     unsigned char *gqa_smem = sm.ptr;
@@ -815,6 +822,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
     // wgmma operand descriptors of stage 0: K (K-major) and V (MN-major), 64-channel blocks
     constexpr unsigned KV_BLOCK = KV_TILE * 128;
     const unsigned long long dk0 = sw128_desc(sK, 16, 1024), dv0 = sw128_desc(sV, KV_BLOCK, 1024);
+    tl.mark(TL_START);
 
     // stage "mask": keys past each row's limit (only tiles that reach one); scores stay raw
     // until the exponent (scale > 0, so the raw row max is the scaled one's). Stage "online
@@ -845,11 +853,15 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             for (int t = 0; t < n_tiles; ++t) {
                 gather.issue((t + AHEAD) % STAGES, kv_begin + (t + AHEAD) * KV_TILE);
                 gather.fetch_page(kv_begin + (t + AHEAD + 1) * KV_TILE);
+                tl.mark(TL_GATHER);
                 cp_async_wait<AHEAD>();  // tile t, this thread's copies
                 nbar_sync<1, 128>();     // ... and the other producers'
+                tl.mark(TL_WAIT_LOAD);
                 convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sK + (t & 1) * Tr::TILE_BYTES, ptid);
                 fence_proxy_async();            // tile t's K stage and fp16 V -> visible to wgmma
+                tl.mark(TL_CONVERT);
                 nbar_sync_apart<2, THREADS>();  // tile t ready; tile t - 1 computed
+                tl.mark(TL_WAIT_PEER);
             }
             nbar_sync_apart<2, THREADS>();  // (the math warpgroup's last step)
             setmaxnreg_inc<128>();
@@ -862,7 +874,8 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             const unsigned long long dq = sw128_desc(sQ, 16, 1024), dk8 = sw128_desc(sGK, 16, 1024);
             const unsigned long long dvt = sw128_desc(sK, KV_BLOCK, 1024);
             nbar_sync_apart<2, THREADS>();  // (the producer's first step)
-            producer_math_tiles<Tr, STACKED>(o, softmax_stage, dq, dk8, dvt, kv_begin, n_tiles);
+            tl.mark(TL_WAIT_PEER);
+            producer_math_tiles<Tr, STACKED>(o, softmax_stage, dq, dk8, dvt, kv_begin, n_tiles, tl);
             setmaxnreg_dec<128>();
         }
     } else {
@@ -870,15 +883,18 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             cp_async_wait<STAGES - 2>();
             if constexpr (Tr::WG) fence_proxy_async();  // this thread's copies -> visible to wgmma
             __syncthreads();  // tile t landed for all; stage (t-1) % STAGES is free
+            tl.mark(TL_WAIT_LOAD);
             {  // stage "gather" of the tile STAGES - 1 ahead
                 const int tn = t + STAGES - 1;
                 gather.issue(tn % STAGES, kv_begin + tn * KV_TILE);
                 gather.fetch_page(kv_begin + (tn + 1) * KV_TILE);
             }
+            tl.mark(TL_GATHER);
             if constexpr (Tr::FP8 && !Tr::FRAG8) {  // (not the wgmma path: PRODUCER above)
                 convert_tile<Tr>(sGK + (t % STAGES) * Tr::G_TILE_BYTES, sK, tid);
                 convert_tile<Tr>(sGV + (t % STAGES) * Tr::G_TILE_BYTES, sV, tid);
                 __syncthreads();
+                tl.mark(TL_CONVERT);
             }
             if (!Tr::WG && !warp_active) continue;  // wgmma is warpgroup-wide: every warp takes part
 
@@ -888,8 +904,10 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
             float s[NW / 8][4];
             if constexpr (Tr::FRAG8) scores_step_frag8<Tr>(s, qf, sQ, wm * 16 + g, q4, k8_row, k8_x, stage_off);
             else scores_step<Tr>(s, qf, qa, ka, dk0, stage_off);
+            tl.mark(TL_SCORES);
 
             softmax_stage(s, ts);
+            tl.mark(TL_SOFTMAX);
 
             // stage "PV": O += P V
             if constexpr (Tr::WG) {
@@ -925,6 +943,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                     }
                 }
             }
+            tl.mark(TL_PV);
         }
     }
     if constexpr (Tr::FRAG8) frag8_unpermute<D>(o, lane);
@@ -978,6 +997,7 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
                 if (q4 == 0 && p.lse) out.lse(lse2);
             }
         }
+        tl.mark(TL_EPILOGUE);
         return;
     }
     __syncthreads();  // all warps done with Q and K/V: reuse the space
@@ -1059,19 +1079,26 @@ __device__ __forceinline__ void gqa_segment(const dcpattn_attn_kparams &p, const
 #if DCPATTN_HAS_CLUSTERS
     if (in_cluster) cluster_sync();  // peers may still read this CTA's shared memory
 #endif
+    tl.mark(TL_EPILOGUE);
 }
 
 // One (sequence, split) x KV head blockIdx.y x row tile blockIdx.z per CTA; on the FP8 producer
 // tile, one of at most M_TILE / 2 rows runs stacked (top of this file).
 template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_attn_kparams &p) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char gqa_smem_raw[];
+    Timeline tl;  // (timeline builds only: templates/timeline.cuh; warpgroup w keeps record w)
     GqaCta<Tr> cta(p);
     if (cta.empty()) return;
     cta.find_keys();
     const AttnSmem sm = align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw);
     if constexpr (Tr::PRODUCER)
-        if (cta.nrows - cta.row0 <= Tr::M_TILE / 2) return gqa_segment<Tr, false, true>(p, cta, blockIdx.y, 0, sm);
-    gqa_segment<Tr, false, false>(p, cta, blockIdx.y, 0, sm);
+        if (cta.nrows - cta.row0 <= Tr::M_TILE / 2) {
+            gqa_segment<Tr, false, true>(p, cta, blockIdx.y, 0, sm, tl);
+            tl.finish();
+            return;
+        }
+    gqa_segment<Tr, false, false>(p, cta, blockIdx.y, 0, sm, tl);
+    tl.finish();
 }
 
 // The balanced schedule (p.workers > 0; grid p.workers x KV heads): worker blockIdx.x runs the
@@ -1089,6 +1116,7 @@ template <class Tr, bool STACKED = false> __device__ __forceinline__ void gqa_de
     // from lane 0 (ptxas cannot follow the schedule's arithmetic to a warp-uniform count). The
     // FP8 producer tile's math loop: 434 -> 392 instructions, 18 -> 3 register moves.
     const AttnSmem sm = align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw);
+    Timeline tl;  // (timeline builds only: templates/timeline.cuh; warpgroup w keeps record w)
     AttnSchedule<Tr::GROUP, Tr::M_TILE, Tr::KV_TILE, Tr::THREADS> sched;
     if (!sched.init(p, reinterpret_cast<long long *>(gqa_smem_raw))) return;
     const int kvh = blockIdx.y;
@@ -1098,11 +1126,13 @@ template <class Tr, bool STACKED = false> __device__ __forceinline__ void gqa_de
         const long long part_row0 = sched.keys(cta, kvh);
         cta.n_tiles = __shfl_sync(0xffffffffu, cta.n_tiles, 0);
         if (STACKED && cta.nrows - cta.row0 > Tr::M_TILE / 2) __trap();  // (the host's rule broken)
-        gqa_segment<Tr, true, STACKED>(p, cta, kvh, part_row0, sm);
+        gqa_segment<Tr, true, STACKED>(p, cta, kvh, part_row0, sm, tl);
         if (part_row0 >= 0)
             sched.template finish_cut<typename Tr::T, Tr::D>(p, cta, kvh, gqa_smem_raw);
+        tl.mark(TL_MERGE);
         if (!sched.next(p)) break;
     }
+    tl.finish();
 }
 
 }  // namespace dcpattn

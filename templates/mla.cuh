@@ -912,7 +912,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
             tl.segment((sp_n + KV_TILE - 1) / KV_TILE);
             sparse_gather<Tr>(p, rows, sp_n, base, bar_full, tid - Tr::MATH_THREADS, tl);
-            tl.store(2, tid == Tr::MATH_THREADS);
+            tl.finish();
             return;
         }
         setmaxnreg_inc<Tr::MATH_REGS>();
@@ -1500,7 +1500,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         else if (!sched.next(p))
             break;
     }
-    tl.store(tid >> 7, (tid & 127) == 0);
+    tl.finish();
 }
 
 }  // namespace dcpattn

@@ -1,10 +1,11 @@
 #!/bin/sh
-# wgmma_serial.sh — every default variant with a wgmma path compiles for sm_90a (the MLA ones
-# also as timeline builds) without ptxas serializing its wgmmas ("wgmma.mma_async instructions
-# are serialized", C7510-C7520: a path that may read or write an accumulator while a wgmma runs,
-# a warpgroup-divergent wgmma, a function call). That costs a kernel a large share of its speed and changes none of its results, so
-# only this check sees it (on the H200 a serialized MLA kernel ran at 379 TFLOP/s, against 482
-# once straight-line). Needs lua5.4 and nvcc; prints each variant that fails, exits 1 on any.
+# wgmma_serial.sh — every default variant with a wgmma path compiles for sm_90a (also as a
+# timeline build) without ptxas serializing its wgmmas ("wgmma.mma_async instructions are
+# serialized", C7510-C7520: a path that may read or write an accumulator while a wgmma runs, a
+# warpgroup-divergent wgmma, a function call). That costs a kernel a large share of its speed
+# and changes none of its results, so only this check sees it (on the H200 a serialized MLA
+# kernel ran at 379 TFLOP/s, against 482 once straight-line). Needs lua5.4 and nvcc; prints
+# each variant that fails, exits 1 on any.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${WGMMA_SERIAL_DIR:-${TMPDIR:-/tmp}/dcpattn-wgmma-serial.$$}
@@ -12,15 +13,15 @@ NVCC=${NVCC:-nvcc}
 mkdir -p "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 lua5.4 "$ROOT/gen/dcpattn-gen" --all -o "$OUT" || exit 1
-# one nvcc per variant, and per MLA variant one more with DCPATTN_TIMELINE (templates/timeline.cuh:
-# its marks must not serialize the wgmmas either), as many at once as the machine has cores
-# (JOBS); each leaves its verdict in NAME[+timeline].result
+# two nvcc per variant, the second with DCPATTN_TIMELINE (templates/timeline.cuh: its marks must
+# not serialize the wgmmas either), as many at once as the machine has cores (JOBS); each leaves
+# its verdict in NAME[+timeline].result
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 export ROOT OUT NVCC
 for f in "$OUT"/mla_*.cu "$OUT"/gqa_*_m64.cu "$OUT"/sparse_*_sm90.cu; do  # the kernels with a wgmma path
     [ -f "$f" ] || continue
     printf '%s\n' "$f"
-    case $(basename "$f") in mla_* | sparse_*) printf '%s timeline\n' "$f" ;; esac
+    printf '%s timeline\n' "$f"
 done | xargs -P "$JOBS" -L 1 sh -c '
     f=$1 name=$(basename "$1" .cu) def=
     if [ "${2:-}" = timeline ]; then name=$name+timeline def=-DDCPATTN_TIMELINE; fi
