@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpu_all.sh [sanitize-full] [LOGDIR] — everything a GPU host runs, in priority order, each
-# step bounded by a timeout: make test, make demo, the benchmark, DCP over NCCL
+# step bounded by a timeout: make test, make demo, the benchmark, its timeline build on the
+# MLA cases and G1F, DCP over NCCL
 # (tests/gpu_multi.sh), compute-sanitizer over the quick GPU subsets, then compute-sanitizer
 # over the full GPU suites (a step of at most SANITIZE_FULL_SECONDS, 200 by default).
 # `tests/gpu_all.sh sanitize-full` runs only that last step (building what it needs first).
@@ -69,6 +70,10 @@ step test 300 make -j16 test
 TAIL=12 step demo 60 make demo
 make -s build/bench > "$OUT/build-bench.log" 2>&1
 TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 60
+# where the kernels' cycles go (docs/performance.md, "Timeline"): the benchmark's timeline build,
+# its kernels JIT-compiled with the marks
+make -s build/bench_timeline > "$OUT/build-bench-timeline.log" 2>&1
+TAIL=60 step timeline 240 build/bench_timeline --no-peers --only M1,M2,M1F,M2F,S3,S3M,SP1,SP2,G1F --json "$OUT/bench-timeline.json"
 # DCP over NCCL (examples/dcp_nccl) for every world size this host has GPUs for (W = 1 on one)
 RUN_SECONDS=60 TAIL=30 step multi 300 sh tests/gpu_multi.sh
 # the quick subsets, in priority order: a run stopped early by an outer time limit keeps the
