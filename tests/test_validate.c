@@ -754,6 +754,16 @@ static void test_merge(void) {
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "o[2]");
     m = valid_merge(); m.lse_out = (float *)m.out;
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "out");
+    m = valid_merge(); m.lse_out = (float *)FAKE(L_ADDR(2)); /* on top of lse[2] */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "lse[2]");
+    m = valid_merge(); m.lse_out = (float *)FAKE(L_ADDR(3) + 16 * 8 * 4 - 4); /* lse[3]'s last element */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "lse[3]");
+    m = valid_merge(); m.lse_out = (float *)FAKE(L_ADDR(1) - 16 * 8 * 4 + 4); /* runs into lse[1] */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "lse[1]");
+    m = valid_merge(); m.out = (void *)o_ptrs[0]; m.lse_out = (float *)FAKE(L_ADDR(0)); /* in place is for out only */
+    REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", "lse[0]");
+    m = valid_merge(); m.lse_out = (float *)FAKE(L_ADDR(1) - 16 * 8 * 4); /* ends right where lse[1] starts */
+    ACCEPT(dcpattn_merge_validate(&m));
     m = valid_merge(); m.out = (void *)o_ptrs[0]; m.lse_out = (float *)FAKE(O_ADDR(0) + 4096); /* in place + lse in o */
     REJECT(dcpattn_merge_validate(&m), DCPATTN_STATUS_ALIASING, "lse_out", NULL);
     m = valid_merge(); m.out_stride_t = 512; /* a row is 8 heads * 128: rows overlap */
