@@ -3,7 +3,9 @@
    every field of the parameter blocks a run hands to the driver can be checked against
    the launch contract of templates/gqa.cuh, templates/mla.cuh (and the TMA map its run
    encodes) and templates/merge.cuh. Kernels are compiled
-   (NVRTC, compile-only context) but never loaded. */
+   (NVRTC, compile-only context) but never loaded. And dcpattn_dcp_wait against a fake stream
+   and a fake NCCL: a peer that dies (an asynchronous NCCL error), a rank that never joins (the
+   timeout), a failing poll, a capturing stream. */
 #define DCPATTN_IMPLEMENTATION
 #include "dcpattn.h"
 
@@ -52,6 +54,105 @@ static dcpattn__CUresult not_capturing(dcpattn_stream s, int *c) {
 }
 
 #define FAKE(a) ((void *)(uintptr_t)(a))
+
+/* dcpattn_dcp_wait against a fake stream and a fake NCCL: the stream reports "not ready" until
+   query number ready_after (never when -1), the communicator reports `async` from
+   ncclCommGetAsyncError once the stream was queried more than async_after times, success
+   before (the poll itself returns async_rc) */
+static struct {
+    int queries, ready_after, capturing, async, async_after, async_rc;
+} w8;
+static dcpattn__CUresult fake_stream_query(dcpattn_stream s) {
+    (void)s;
+    w8.queries++;
+    return w8.ready_after >= 0 && w8.queries > w8.ready_after ? 0 : 600; /* CUDA_ERROR_NOT_READY */
+}
+static dcpattn__CUresult fake_is_capturing(dcpattn_stream s, int *c) {
+    (void)s;
+    *c = w8.capturing;
+    return 0;
+}
+static int fake_async_error(dcpattn_nccl_comm c, int *e) {
+    (void)c;
+    *e = w8.queries > w8.async_after ? w8.async : 0;
+    return w8.async_rc;
+}
+static const char *fake_nccl_string(int rc) {
+    return rc == 6 ? "remote process exited or there was a network error" : "internal error";
+}
+static const char *fake_nccl_last(dcpattn_nccl_comm c) {
+    (void)c;
+    return "peer 3 closed the connection";
+}
+/* one wait: its status, its time in ms, and its message checked for each of the NULL-ended words */
+static void check_wait(int line, dcpattn_nccl_comm comm, int timeout_ms, dcpattn_status want, double min_ms,
+                       double max_ms, const char *const *words) {
+    const double t0 = dcpattn__now();
+    const dcpattn_status s = dcpattn_dcp_wait(comm, FAKE(0x5000), timeout_ms);
+    const double ms = (dcpattn__now() - t0) * 1000.0;
+    const char *msg = dcpattn_last_error();
+    CHECK(s == want && ms >= min_ms && ms <= max_ms, "line %d: dcp_wait: %s after %.1f ms (want %s in %.0f-%.0f ms): %s",
+          line, dcpattn_status_string(s), ms, dcpattn_status_string(want), min_ms, max_ms, msg);
+    for (; words && *words; words++)
+        CHECK(msg && strstr(msg, *words), "line %d: dcp_wait: message \"%s\" lacks \"%s\"", line, msg ? msg : "",
+              *words);
+}
+
+/* What dcpattn_dcp_wait does when a peer dies (an asynchronous NCCL error while the stream waits
+   on the collective), when a rank never joins (the timeout), and otherwise: every case on a CPU,
+   the driver's and NCCL's entries replaced by the fakes above. The library has no entry for
+   ncclCommAbort, so it cannot abort the borrowed communicator. */
+static void check_dcp_wait(void) {
+    const dcpattn__driver_api cu = dcpattn__cu;
+    const dcpattn__nccl_api nccl = dcpattn__nccl;
+    dcpattn_nccl_comm comm = (dcpattn_nccl_comm)FAKE(0x7700);
+    const char *const died[] = {"asynchronous NCCL error", "NCCL error 6", "remote process exited",
+                                "peer 3 closed the connection", "caller may abort", NULL};
+    const char *const hung[] = {"30 ms", "may not have joined", NULL};
+    const char *const query[] = {"ncclCommGetAsyncError", "NCCL error 3", NULL};
+    const char *const capture[] = {"captured", NULL};
+    dcpattn__cu.tried = dcpattn__cu.ok = 1;
+    dcpattn__cu.StreamQuery = fake_stream_query;
+    dcpattn__cu.StreamIsCapturing = fake_is_capturing;
+    dcpattn__nccl.tried = dcpattn__nccl.ok = 1;
+    dcpattn__nccl.CommGetAsyncError = fake_async_error;
+    dcpattn__nccl.GetErrorString = fake_nccl_string;
+    dcpattn__nccl.GetLastError = fake_nccl_last;
+    /* a peer died: the collective never finishes, NCCL reports a remote error; the wait returns
+       it at once, long before its timeout, with NCCL's messages */
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1, w8.async = 6;
+    check_wait(__LINE__, comm, 10000, DCPATTN_STATUS_NCCL, 0, 1000, died);
+    /* ... also with no timeout at all */
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1, w8.async = 6;
+    check_wait(__LINE__, comm, -1, DCPATTN_STATUS_NCCL, 0, 1000, died);
+    /* ... and when it shows only after a few polls: the wait ends at the poll that sees it */
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1, w8.async = 6, w8.async_after = 4;
+    check_wait(__LINE__, comm, 10000, DCPATTN_STATUS_NCCL, 0, 1000, died);
+    CHECK(w8.queries == 5, "dcp_wait polled the stream %d times before the error (want 5)", w8.queries);
+    /* a rank never joined: no error, the stream never finishes: the timeout, not a hang */
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1;
+    check_wait(__LINE__, comm, 30, DCPATTN_STATUS_TIMEOUT, 30, 5000, hung);
+    /* NCCL's nonblocking mode still in progress, though the stream is idle: not done yet */
+    memset(&w8, 0, sizeof w8), w8.ready_after = 0, w8.async = 7;
+    check_wait(__LINE__, comm, 30, DCPATTN_STATUS_TIMEOUT, 30, 5000, hung);
+    /* the poll itself failing */
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1, w8.async_rc = 3;
+    check_wait(__LINE__, comm, 10000, DCPATTN_STATUS_NCCL, 0, 1000, query);
+    /* the stream finishing after a few polls: success, having polled until then */
+    memset(&w8, 0, sizeof w8), w8.ready_after = 5;
+    check_wait(__LINE__, comm, 10000, DCPATTN_STATUS_SUCCESS, 0, 1000, NULL);
+    CHECK(w8.queries == 6, "dcp_wait polled the stream %d times (want 6)", w8.queries);
+    /* without a communicator only the stream is waited for */
+    memset(&w8, 0, sizeof w8), w8.ready_after = 2, w8.async = 6;
+    check_wait(__LINE__, NULL, 10000, DCPATTN_STATUS_SUCCESS, 0, 1000, NULL);
+    memset(&w8, 0, sizeof w8), w8.ready_after = -1;
+    check_wait(__LINE__, NULL, 30, DCPATTN_STATUS_TIMEOUT, 30, 5000, hung);
+    /* a capturing stream cannot be waited for */
+    memset(&w8, 0, sizeof w8), w8.capturing = 1, w8.ready_after = 0;
+    check_wait(__LINE__, comm, 10000, DCPATTN_STATUS_CAPTURE, 0, 1000, capture);
+    dcpattn__cu = cu;
+    dcpattn__nccl = nccl;
+}
 
 /* cuTensorMapEncodeTiled: records what the MLA run asks for, writes a pattern as the map */
 static struct {
@@ -143,6 +244,7 @@ int main(void) {
         return 1;
     }
     check_run_workers();
+    check_dcp_wait();
     memset(&d, 0, sizeof d);
     d.num_q_heads = 64;
     d.num_kv_heads = 8;
