@@ -77,14 +77,19 @@ TAIL=60 step timeline 240 build/bench_timeline --no-peers --only M1,M2,M1F,M2F,S
 # DCP over NCCL (examples/dcp_nccl) for every world size this host has GPUs for (W = 1 on one)
 RUN_SECONDS=60 TAIL=30 step multi 300 sh tests/gpu_multi.sh
 # the quick subsets, in priority order: a run stopped early by an outer time limit keeps the
-# lines of the runs before it
-for run in "memcheck test_gpu_attn" "racecheck test_gpu_attn" "memcheck test_gpu_mla" \
+# lines of the runs before it. A third word is a kernel-name filter: only the kernels whose
+# name holds it are instrumented (the others run at full speed), so that the narrow MLA tiles
+# (variants ..._m16 and ..._m32) get a whole quick pass within the cap
+for run in "memcheck test_gpu_attn" "racecheck test_gpu_attn" "memcheck test_gpu_mla _m16" \
+           "memcheck test_gpu_mla _m32" "memcheck test_gpu_sparse _m16" "memcheck test_gpu_mla" \
            "racecheck test_gpu_mla" "initcheck test_gpu_attn" "synccheck test_gpu_attn" "memcheck test_gpu"; do
     set -- $run
     cap=50
     [ "$2" = test_gpu_mla ] && cap=120  # (its quick pass has the FP8 cases, whose CPU reference is slower)
-    echo "--- $1 $2" >> "$OUT/sanitizer.log"
-    DCPATTN_TEST_QUICK=1 timeout "$cap" compute-sanitizer --tool "$1" --error-exitcode 9 "build/$2" 2>&1 | tail -n 4 >> "$OUT/sanitizer.log"
+    [ "$2" = test_gpu_sparse ] && cap=100
+    echo "--- $1 $2${3:+ (kernels named *$3*)}" >> "$OUT/sanitizer.log"
+    DCPATTN_TEST_QUICK=1 timeout "$cap" compute-sanitizer --tool "$1" ${3:+--kernel-name kns=$3} --error-exitcode 9 \
+        "build/$2" 2>&1 | tail -n 4 >> "$OUT/sanitizer.log"
 done
 echo "=== sanitizer"; cat "$OUT/sanitizer.log"
 sanitize_full
