@@ -95,6 +95,12 @@ $(BUILD)/test_sparse_cpu: tests/test_sparse_cpu.c $(HEADER) tests/ref.h tests/ch
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
 	  $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
+# the AOT step's compiler with the kernels' stage timeline compiled in (DCPATTN_TIMELINE), for
+# tests/sass_loops.sh --timeline: what the marks cost a tile loop
+$(BUILD)/aot_build_timeline: examples/aot_build.c $(HEADER) | $(BUILD) deps
+	@echo "  CC      $@"
+	$(Q)$(CC) $(HOSTFLAGS) -DDCPATTN_TIMELINE -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
+
 # ---- AOT: the CLI renders the default set; the library precompiles it (one lookup path) ----
 $(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD) deps
 	@echo "  GEN     $(BUILD)/gen (default variant set)"

@@ -8,7 +8,8 @@ sass_setup() {
     CUDA=${CUDA:-/usr/local/cuda}
     CUO=${CUOBJDUMP:-$(command -v cuobjdump || echo "$CUDA/bin/cuobjdump")}
     [ -x "$CUO" ] || { echo "$1: no cuobjdump (set CUOBJDUMP)"; exit 2; }
-    [ -x build/aot_build ] || { echo "$1: build/aot_build missing (make aot)"; exit 2; }
+    AOT_BUILD=${AOT_BUILD:-build/aot_build}
+    [ -x "$AOT_BUILD" ] || { echo "$1: $AOT_BUILD missing (make $AOT_BUILD)"; exit 2; }
     T=$(mktemp -d)
     trap 'rm -rf "$T"' EXIT
 }
@@ -22,7 +23,7 @@ sass_compile() {
     mkdir -p "$T/$side" "$T/elf-$side"
     if [ -n "$rev" ]; then git archive "$rev" gen templates include | tar -x -C "$T/$side"
     else tar -c gen templates include | tar -x -C "$T/$side"; fi
-    DCPATTN_HOME="$T/$side" ./build/aot_build --arch sm_90a --out "$T/aot-$side" -j 2 "$@" > "$T/$side.log" 2>&1 ||
+    DCPATTN_HOME="$T/$side" "./$AOT_BUILD" --arch sm_90a --out "$T/aot-$side" -j 2 "$@" > "$T/$side.log" 2>&1 ||
         { echo "$tool: compiling the $side side failed"; tail -n 5 "$T/$side.log"; exit 1; }
     for f in "$T/aot-$side"/*.cubin; do
         # a cache entry is a header followed by the ELF image

@@ -1,7 +1,9 @@
 #!/bin/sh
-# sass_loops.sh [--rev REV] NAME... — what a kernel change does to the tile loops, without a GPU:
-# renders and compiles the named variants with NVRTC (build/aot_build, sm_90a, as the library
-# does) from the working tree, and with --rev from REV's gen/, templates/ and include/ as well,
+# sass_loops.sh [--timeline] [--rev REV] NAME... — what a kernel change does to the tile loops,
+# without a GPU: renders and compiles the named variants with NVRTC (build/aot_build, sm_90a, as
+# the library does; --timeline: as timeline builds, by build/aot_build_timeline, see
+# templates/timeline.cuh) from the working tree, and with --rev from REV's gen/, templates/ and
+# include/ as well,
 # disassembles them (cuobjdump -sass) and prints, for every kernel function, its registers and
 # stack and, for its tile loop (of the innermost loops with tensor-core instructions, the one
 # with the most, the shortest of those), its static instruction count, the MMAs in it, and the
@@ -15,8 +17,9 @@
 set -e
 . "$(dirname "$0")/sass_lib.sh"
 REV=
+if [ "${1:-}" = "--timeline" ]; then AOT_BUILD=build/aot_build_timeline; shift; fi
 if [ "${1:-}" = "--rev" ]; then REV=$2; shift 2; fi
-[ $# -gt 0 ] || { echo "usage: tests/sass_loops.sh [--rev REV] NAME..."; exit 2; }
+[ $# -gt 0 ] || { echo "usage: tests/sass_loops.sh [--timeline] [--rev REV] NAME..."; exit 2; }
 sass_setup sass_loops
 SIDES=tree
 if [ -n "$REV" ]; then
