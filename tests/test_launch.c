@@ -3,7 +3,8 @@
    every field of the parameter blocks a run hands to the driver can be checked against
    the launch contract of templates/gqa.cuh, templates/mla.cuh (and the TMA map its run
    encodes) and templates/merge.cuh. Kernels are compiled
-   (NVRTC, compile-only context) but never loaded. And dcpattn_dcp_wait against a fake stream
+   (NVRTC, compile-only context) but never loaded; two contexts keep separate function tables.
+   And dcpattn_dcp_wait against a fake stream
    and a fake NCCL: a peer that dies (an asynchronous NCCL error), a rank that never joins (the
    timeout), a failing poll, a capturing stream. */
 #define DCPATTN_IMPLEMENTATION
@@ -599,6 +600,28 @@ int main(void) {
             }
             dcpattn_attn_plan_destroy(gp);
         }
+    }
+    /* two contexts in one process (as two GPUs would have): each has a function table of its
+       own, so a plan refers to its own context's variant and never to the other's handle */
+    {
+        dcpattn_context *ctx2 = NULL;
+        dcpattn_attn_plan *p1 = NULL, *p2 = NULL;
+        dcpattn_attn_desc d2 = d;
+        d2.num_splits = 1;
+        CHECK(dcpattn_context_create(&cd, &ctx2) == 0, "second context: %s", dcpattn_last_error());
+        ctx->compile_only = 1;
+        if (ctx2 && dcpattn_attn_plan_create(ctx, &d2, &p1) == 0 && dcpattn_attn_plan_create(ctx2, &d2, &p2) == 0) {
+            const char *name = dcpattn_attn_variant(p1);
+            CHECK(strcmp(name, dcpattn_attn_variant(p2)) == 0 && p1->attn != p2->attn &&
+                      p1->attn == dcpattn__find(ctx, name) && p2->attn == dcpattn__find(ctx2, name),
+                  "two contexts share a variant entry: %s %p %p", name, (void *)p1->attn, (void *)p2->attn);
+        } else {
+            CHECK(0, "plans in two contexts: %s", dcpattn_last_error());
+        }
+        dcpattn_attn_plan_destroy(p1);
+        dcpattn_attn_plan_destroy(p2);
+        dcpattn_context_destroy(ctx2);
+        ctx->compile_only = 0;
     }
     /* loading many more variants grows the function table: the plan's variants must stay
        where they were (each is its own allocation) */
