@@ -43,8 +43,7 @@ namespace dcpattn {
 
 // Every thread constructs one, but only the first thread of a warpgroup (the keeper) reads the
 // clock and adds to its record, each interval as it ends (red.global.add: nothing waits for it),
-// so a Timeline costs the kernel four registers (the record's address, two clock readings), not
-// a counter per stage.
+// so a Timeline holds the record's address and two clock readings, not a counter per stage.
 struct Timeline {
     unsigned long long *rec;  // the keeper's record, else null
     unsigned t, t0;
