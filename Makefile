@@ -119,7 +119,8 @@ demo: aot $(BUILD)/demo
 	$(Q)$(BUILD)/demo
 
 CPU_TESTS := $(BUILD)/test_cpu $(BUILD)/test_sched $(BUILD)/test_validate $(BUILD)/test_cache $(BUILD)/test_header_c $(BUILD)/test_header_cpp \
-             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits $(BUILD)/test_sparse_cpu
+             $(BUILD)/test_combine $(BUILD)/test_cache_tsan $(BUILD)/test_launch $(BUILD)/test_limits $(BUILD)/test_sparse_cpu \
+             $(BUILD)/test_timeline
 GPU_TESTS := $(BUILD)/test_gpu $(BUILD)/test_gpu_attn $(BUILD)/test_gpu_mla $(BUILD)/test_gpu_threads $(BUILD)/test_gpu_big \
              $(BUILD)/test_gpu_sm80 $(BUILD)/test_gpu_sparse $(BUILD)/test_gpu_wgmma
 # the fuzz target joins make test where clang can link libFuzzer (libclang-rt)
@@ -130,6 +131,10 @@ FUZZ_BIN  := $(if $(HAVE_LIBFUZZER),$(BUILD)/fuzz_host)
 $(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD) deps
 	@echo "  CC      $@ (ThreadSanitizer)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=thread -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
+
+$(BUILD)/test_timeline: tests/test_timeline.c $(HEADER) templates/timeline.cuh tests/check.h | $(BUILD) deps
+	@echo "  CC      $@ (DCPATTN_TIMELINE)"
+	$(Q)$(CC) $(HOSTFLAGS) -DDCPATTN_TIMELINE -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD) deps
 	@echo "  CC      $@ (C99 -Wall -Wextra -Werror; also with DCPATTN_TIMELINE)"
