@@ -44,7 +44,7 @@ GEN_SRC   := $(wildcard gen/dcpattn/*.lua) gen/dcpattn-gen
 TEMPLATES := $(wildcard templates/*.cu templates/*.cuh)
 
 .PHONY: all deps demo test test-gpu bench limits install uninstall clean aot fuzz
-all: aot $(BUILD)/demo $(BUILD)/dcp_nccl
+all: aot $(BUILD)/demo $(BUILD)/dcp_nccl $(BUILD)/sched_model
 
 # ---- dependencies: Lua 5.4 from Debian, pytest from PyPI ----
 deps:
@@ -94,6 +94,11 @@ $(BUILD)/test_sparse_cpu: tests/test_sparse_cpu.c $(HEADER) tests/ref.h tests/ch
 	@echo "  CC      $@ (ASan, UBSan)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Iinclude -Itests \
 	  $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
+
+# the time model of MLA's balanced schedule (docs/performance.md, "Where S3's time goes")
+$(BUILD)/sched_model: tests/sched_model.c templates/sched.cuh $(HEADER) | $(BUILD) deps
+	@echo "  CC      $@"
+	$(Q)$(CC) $(HOSTFLAGS) $< -o $@ $(HOSTLIBS)
 
 # the AOT step's compiler with the kernels' stage timeline compiled in (DCPATTN_TIMELINE), for
 # tests/sass_loops.sh --timeline: what the marks cost a tile loop
