@@ -64,6 +64,7 @@ struct row {
        mask, which differs from the DCP mask of this row */
     double peer_fi_us = NAN, peer_fmla_us = NAN;
     bool peer_fi_causal = false, peer_fmla_causal = false;
+    std::string timeline; /* timeline builds: the stage timeline as a JSON array (empty: none) */
 };
 
 static std::vector<row> g_rows;
@@ -139,14 +140,15 @@ static void write_json(void) {
                 "\"reps\": %d, \"bytes\": %s, \"flops\": %s, \"gbps\": %s, \"pct_read_ceiling\": %s, \"tflops\": %s, "
                 "\"pct_gemm_ceiling\": %s, \"err_out\": \"%s\", \"err_lse\": \"%s\", \"deterministic\": %s, "
                 "\"peer_flex_us\": %s, \"peer_sdpa_us\": %s, \"peer_eager_us\": %s, \"peer_flashinfer_us\": %s, "
-                "\"peer_flashmla_us\": %s}%s\n",
+                "\"peer_flashmla_us\": %s, \"timeline\": %s}%s\n",
                 jesc(r.key).c_str(), jesc(r.caseid).c_str(), r.q_len, r.status.c_str(), jesc(r.note).c_str(),
                 jesc(r.variant).c_str(), r.splits, jnum(r.us).c_str(), jnum(r.us_min).c_str(), jnum(r.us_max).c_str(),
                 r.reps, jnum(r.bytes).c_str(), jnum(r.flops).c_str(), jnum(r.gbps).c_str(), jnum(r.pct_read).c_str(),
                 jnum(r.tflops).c_str(), jnum(r.pct_gemm).c_str(), jesc(r.err_out).c_str(), jesc(r.err_lse).c_str(),
                 r.deterministic < 0 ? "null" : r.deterministic ? "true" : "false", jnum(r.peer_flex_us).c_str(),
                 jnum(r.peer_sdpa_us).c_str(), jnum(r.peer_eager_us).c_str(), jnum(r.peer_fi_us).c_str(),
-                jnum(r.peer_fmla_us).c_str(), i + 1 < g_rows.size() ? "," : "");
+                jnum(r.peer_fmla_us).c_str(), r.timeline.empty() ? "null" : r.timeline.c_str(),
+                i + 1 < g_rows.size() ? "," : "");
     }
     fprintf(f, "  ],\n  \"peers_note\": \"%s\",\n  \"peers\": [\n", jesc(g_peer_note).c_str());
     for (size_t i = 0; i < g_peer_lines.size(); i++)
@@ -213,15 +215,17 @@ static const float FP8_SCALES[2] = {1.0f, 0.5f}; /* an e4m3 cache's k_scale, v_s
 
 #ifdef DCPATTN_TIMELINE
 /* The stage timeline of the plan's launches since the last call (templates/timeline.cuh), for each
-   warpgroup: SM cycles per KV tile of each stage, summed over its CTAs; the records then cleared. */
-static void print_timeline(const char *key, const dcpattn_attn_plan *plan) {
+   warpgroup: SM cycles per KV tile of each stage, summed over its CTAs, printed and returned as a
+   JSON array for the case's row; the records then cleared. */
+static std::string print_timeline(const char *key, const dcpattn_attn_plan *plan) {
     static const char *const names[] = {DCPATTN_TIMELINE_STAGES};
     enum { STAGES = sizeof names / sizeof names[0], ROLES = 3, WORDS = 16 };
     void *d = nullptr;
     size_t bytes = 0;
+    std::string json;
     if (dcpattn_attn_timeline(plan, &d, &bytes)) {
         printf("       timeline: %s\n", dcpattn_last_error());
-        return;
+        return json;
     }
     std::vector<unsigned long long> h(bytes / 8);
     CUDA_OK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
@@ -236,17 +240,29 @@ static void print_timeline(const char *key, const dcpattn_attn_plan *plan) {
             for (int i = 0; i < WORDS; i++) sum[i] += (double)w[i];
         }
         if (!ctas || sum[1] <= 0) continue;
-        const double launches = sum[WORDS - 1] / (double)ctas, marked_total = sum[0];
+        const double launches = sum[WORDS - 1];
         double marked = 0;
+        char buf[256];
         printf("       timeline %s, warpgroup %d, %lld CTAs x %.0f launches: %.0f cycles, %.1f tiles, %.1f segments "
                "a CTA and launch; cycles a tile:",
-               key, role, ctas, launches, sum[0] / sum[WORDS - 1], sum[1] / sum[WORDS - 1], sum[2] / sum[WORDS - 1]);
+               key, role, ctas, launches / (double)ctas, sum[0] / launches, sum[1] / launches, sum[2] / launches);
+        snprintf(buf, sizeof buf,
+                 "%s{\"warpgroup\": %d, \"ctas\": %lld, \"cycles\": %.0f, \"tiles\": %.2f, \"segments\": %.2f, "
+                 "\"per_tile\": {",
+                 json.empty() ? "[" : ", ", role, ctas, sum[0] / launches, sum[1] / launches, sum[2] / launches);
+        json += buf;
         for (int i = 0; i < STAGES; i++) {
             marked += sum[3 + i];
             if (sum[3 + i] > 0) printf(" %s %.0f", names[i], sum[3 + i] / sum[1]);
+            snprintf(buf, sizeof buf, "%s\"%s\": %.1f", i ? ", " : "", names[i], sum[3 + i] / sum[1]);
+            json += buf;
         }
-        printf(", after the last mark %.0f\n", (marked_total - marked) / sum[1]);
+        printf(", after the last mark %.0f\n", (sum[0] - marked) / sum[1]);
+        snprintf(buf, sizeof buf, "}, \"after_last_mark\": %.1f}", (sum[0] - marked) / sum[1]);
+        json += buf;
     }
+    if (!json.empty()) json += "]";
+    return json;
 }
 #endif
 
@@ -934,7 +950,7 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
                    "%.1f TFLOP/s = %.1f%% of GEMM\n",
                    r.us, r.us_min, r.us_max, r.reps, r.gbps, r.pct_read, r.tflops, r.pct_gemm);
 #ifdef DCPATTN_TIMELINE
-            print_timeline(r.key.c_str(), plan);
+            r.timeline = print_timeline(r.key.c_str(), plan);
 #endif
         }
         fflush(stdout);
@@ -1154,7 +1170,7 @@ static void sparse_case_run(dcpattn_context *ctx, const sparse_case *c, cudaStre
                r.us, r.us_min, r.us_max, r.reps, 100.0 * (double)kept / (double)ids.size(), r.gbps, r.pct_read,
                r.tflops, r.pct_gemm);
 #ifdef DCPATTN_TIMELINE
-        print_timeline(c->id, plan);
+        r.timeline = print_timeline(c->id, plan);
 #endif
     }
     fflush(stdout);

@@ -10,7 +10,9 @@ next to each other in OUTDIR, named after the JSON file (bench.json -> bench-G1.
              and M1F (an e4m3 cache) beside it;
   -M2        GB/s per kernel, with the run's read ceiling, and M2F beside it (GB/s of the FP8 bytes);
   -skewed    GB/s per kernel for the skewed batches of the run (S1..S4 and their even twins),
-             grouped by case.
+             grouped by case;
+  -timeline  (a run of build/bench_timeline) SM cycles per KV tile of each stage, one stacked bar
+             per case and warpgroup.
 A peer's GB/s and TFLOP/s use dcpattn's bytes and FLOPs of the same row, so the bars stand in
 the ratio of the table's peer columns. Without matplotlib it says so and writes nothing (exit 0)."""
 import json
@@ -123,6 +125,41 @@ def plot_bars(plt, path, title, groups, ylabel, lines):
     plt.close(fig)
 
 
+def plot_timeline(plt, path, title, rows):
+    """one stacked horizontal bar per (case, warpgroup) of a timeline run: cycles a KV tile by stage"""
+    bars = []
+    for r in rows:
+        for wg in r.get("timeline") or []:
+            stages = dict(wg.get("per_tile", {}))
+            stages["after the last mark"] = wg.get("after_last_mark", 0)
+            bars.append(("%s wg%d" % (r["key"], wg["warpgroup"]), stages))
+    if not bars:
+        return False
+    names = []
+    for _, st in bars:
+        for k, v in st.items():
+            if v > 0 and k not in names:
+                names.append(k)
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(bars) + 2.4))
+    left = [0.0] * len(bars)
+    cmap = plt.get_cmap("tab20")
+    for i, k in enumerate(names):
+        vals = [max(0.0, st.get(k, 0)) for _, st in bars]
+        ax.barh(range(len(bars)), vals, left=left, color=cmap(i % 20), label=k)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels([b for b, _ in bars], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("SM cycles per KV tile")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.22 - 0.4 / len(bars)))
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def bar_groups(rows, peers, cids, metric):
     groups = []
     for cid in cids:
@@ -190,6 +227,11 @@ def main(argv):
     if g:
         plot_bars(plt, out("skewed"), "skewed batches and their even twins: GB/s; %s" % dev, g, "GB/s",
                   [(read, "read ceiling %.0f" % read)] if read else [])
+    if any(r.get("timeline") for r in rows):
+        path = out("timeline")
+        if not plot_timeline(plt, path, "stage timeline (a timeline build: compare it only with another); %s" % dev,
+                             rows):
+            written.remove(path)
     for p in written:
         print("wrote %s" % p)
     if not written:

@@ -74,6 +74,7 @@ TAIL=40 step bench 240 build/bench --json "$OUT/bench.json" --peers-budget 60
 # its kernels JIT-compiled with the marks
 make -s build/bench_timeline > "$OUT/build-bench-timeline.log" 2>&1
 TAIL=60 step timeline 240 build/bench_timeline --no-peers --only M1,M2,M1F,M2F,S3,S3M,SP1,SP2,G1F --json "$OUT/bench-timeline.json"
+python3 examples/bench_plot.py "$OUT/bench-timeline.json" "$OUT" > "$OUT/plot-timeline.log" 2>&1
 # DCP over NCCL (examples/dcp_nccl) for every world size this host has GPUs for (W = 1 on one)
 RUN_SECONDS=60 TAIL=30 step multi 300 sh tests/gpu_multi.sh
 # the quick subsets, in priority order: a run stopped early by an outer time limit keeps the
