@@ -219,7 +219,7 @@ static const float FP8_SCALES[2] = {1.0f, 0.5f}; /* an e4m3 cache's k_scale, v_s
    JSON array for the case's row; the records then cleared. */
 static std::string print_timeline(const char *key, const dcpattn_attn_plan *plan) {
     static const char *const names[] = {DCPATTN_TIMELINE_STAGES};
-    enum { STAGES = sizeof names / sizeof names[0], ROLES = 3, WORDS = 16 };
+    enum { STAGES = sizeof names / sizeof names[0], ROLES = DCPATTN_TIMELINE_ROLES, WORDS = DCPATTN_TIMELINE_WORDS };
     void *d = nullptr;
     size_t bytes = 0;
     std::string json;

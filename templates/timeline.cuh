@@ -15,7 +15,8 @@
 
 namespace dcpattn {
 
-// The stages, in the order of DCPATTN_TIMELINE_STAGES (include/dcpattn.h).
+// The stages, in the order of DCPATTN_TIMELINE_STAGES, and the records' layout, as
+// DCPATTN_TIMELINE_CTAS, _ROLES and _WORDS say (include/dcpattn.h; tests/test_timeline.c checks both).
 enum TimelineStage {
     TL_START,      // schedule, Q tile, until the first tile's stage
     TL_WAIT_LOAD,  // waiting for a KV tile's bytes (MLA's timeline builds wait for them in one place)

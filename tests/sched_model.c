@@ -24,6 +24,13 @@
 
 enum { KV_TILE = 64, MAX_B = 4096 };
 
+/* the worker that holds piece i of the job whose units start at s (w0: the owner of unit s): the
+   next worker per piece where every worker holds a unit (U >= G), else the owner of unit s + i
+   (a piece per unit) */
+static int worker_of(long long U, int G, int w0, long long s, int i) {
+    return U >= G ? w0 + i : dcpattn_sched_owner(U, G, s + i);
+}
+
 static int parse_lengths(const char *s, int *len) {
     int n = 0;
     while (*s) {
@@ -96,11 +103,9 @@ int main(int argc, char **argv) {
             const long long s = first_unit[b], u = first_unit[b + 1] - s;
             const long long plo = s > lo ? s : lo, phi = s + u < hi ? s + u : hi;
             const int k0 = dcpattn_sched_key(plo - s, KV_TILE, len[b]), k1 = dcpattn_sched_key(phi - s, KV_TILE, len[b]);
-            /* this piece's index j among the sequence's pieces 0 .. n, and the worker of piece i
-               (U < G: a piece per unit, on the worker that holds it) */
+            /* this piece's index j among the sequence's pieces 0 .. n */
             const int w0 = dcpattn_sched_owner(U, G, s), n = dcpattn_sched_pieces(U, G, s, s + u) - 1;
             const int j = U >= G ? w - w0 : (int)(lo - s);
-#define WORKER_OF(i) (U >= G ? w0 + (i) : dcpattn_sched_owner(U, G, s + (i)))
             if (!first) t += between;
             first = 0;
             t += fill + tile * ((k1 - k0 + KV_TILE - 1) / KV_TILE);
@@ -109,7 +114,7 @@ int main(int argc, char **argv) {
                 for (int k = 0; k < 31 && (U >= G ? (1 << k) <= j : k < j); k++) {
                     const int src = U >= G ? dcpattn_sched_tree_read(j, j == n, k) : j == n ? k : -1;
                     if (src < 0) continue;
-                    const double at = published[WORKER_OF(src)];
+                    const double at = published[worker_of(U, G, w0, s, src)];
                     t = (t > at ? t : at) + read;
                 }
             }

@@ -2,7 +2,7 @@
    GPU. Built with DCPATTN_TIMELINE: a compile-only context compiles an MLA and a GQA variant
    through NVRTC with the marks, and each cubin must hold the record array by its unmangled name
    (the name dcpattn_attn_timeline looks up); the stage names of DCPATTN_TIMELINE_STAGES must be
-   the kernels' TimelineStage enum, in order; dcpattn_attn_timeline against a fake module lookup
+   the kernels' TimelineStage enum, in order, and the records' layout macros the kernels' layout; dcpattn_attn_timeline against a fake module lookup
    returns the array's address and size, and its errors name what is wrong: NULL arguments, a
    compile-only context, a driver without cuModuleGetGlobal, a module without the array. */
 #define DCPATTN_IMPLEMENTATION
@@ -22,7 +22,7 @@ static dcpattn__CUresult fake_get_global(unsigned long long *dptr, size_t *bytes
     if (m != fake_module || strcmp(name, "dcpattn_timeline") != 0)
         return 500; /* CUDA_ERROR_NOT_FOUND */
     *dptr = fake_records;
-    *bytes = 4096u * 3u * 16u * 8u;
+    *bytes = (size_t)DCPATTN_TIMELINE_CTAS * DCPATTN_TIMELINE_ROLES * DCPATTN_TIMELINE_WORDS * 8u;
     return 0;
 }
 static dcpattn__CUresult no_global(unsigned long long *dptr, size_t *bytes, dcpattn__CUmodule m, const char *name) {
@@ -59,8 +59,9 @@ static int dir_holds(const char *dir, const char *s) {
 }
 
 /* TL_* of the enum in templates/timeline.cuh, in order, lowercased without the prefix, into
-   names (at most max); returns how many */
-static int enum_stages(char names[][32], int max) {
+   names (at most max), and the records' layout (TIMELINE_CTAS, _ROLES, _WORDS) into layout[3];
+   returns how many stages */
+static int enum_stages(char names[][32], int max, int layout[3]) {
     char path[1100], line[512];
     FILE *f;
     int n = 0, in_enum = 0;
@@ -69,12 +70,18 @@ static int enum_stages(char names[][32], int max) {
     while (fgets(line, sizeof line, f)) {
         const char *p = line;
         while (*p == ' ') p++;
+        if (sscanf(p, "constexpr int TIMELINE_CTAS = %d, TIMELINE_ROLES = %d, TIMELINE_WORDS = %d;", &layout[0],
+                   &layout[1], &layout[2]) == 3)
+            continue;
         if (strncmp(p, "enum TimelineStage", 18) == 0) {
             in_enum = 1;
             continue;
         }
         if (!in_enum) continue;
-        if (*p == '}') break;
+        if (*p == '}') {
+            in_enum = 0;
+            continue;
+        }
         if (strncmp(p, "TL_", 3) == 0 && strncmp(p, "TL_STAGES", 9) != 0 && n < max) {
             int k = 0;
             for (p += 3; (isalnum((unsigned char)*p) || *p == '_') && k < 31; p++)
@@ -96,15 +103,20 @@ int main(void) {
     dcpattn_attn_plan *plan = NULL;
     void *records = NULL;
     size_t bytes = 0;
-    int i, n;
+    int i, n, layout[3] = {0, 0, 0};
 
     /* the two lists of stage names, C and CUDA, agree */
-    n = enum_stages(from_enum, 32);
+    n = enum_stages(from_enum, 32, layout);
     CHECK(n == n_stages, "templates/timeline.cuh has %d stages, DCPATTN_TIMELINE_STAGES %d", n, n_stages);
     for (i = 0; i < n && i < n_stages; i++)
         CHECK(strcmp(from_enum[i], stages[i]) == 0,
               "stage %d: \"%s\" in templates/timeline.cuh (TL_ name, lowercased), \"%s\" in DCPATTN_TIMELINE_STAGES", i,
               from_enum[i], stages[i]);
+
+    CHECK(layout[0] == DCPATTN_TIMELINE_CTAS && layout[1] == DCPATTN_TIMELINE_ROLES &&
+              layout[2] == DCPATTN_TIMELINE_WORDS,
+          "records: templates/timeline.cuh says %d CTAs x %d roles x %d words, include/dcpattn.h %d x %d x %d",
+          layout[0], layout[1], layout[2], DCPATTN_TIMELINE_CTAS, DCPATTN_TIMELINE_ROLES, DCPATTN_TIMELINE_WORDS);
 
     /* compiled with the marks: the record array is in the cubins, by its unmangled name */
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -163,7 +175,7 @@ int main(void) {
         records = NULL;
         bytes = 0;
         CHECK(dcpattn_attn_timeline(plan, &records, &bytes) == DCPATTN_STATUS_SUCCESS &&
-                  (uintptr_t)records == fake_records && bytes == 4096u * 3u * 16u * 8u,
+                  (uintptr_t)records == fake_records && bytes == (size_t)DCPATTN_TIMELINE_CTAS * DCPATTN_TIMELINE_ROLES * DCPATTN_TIMELINE_WORDS * 8u,
               "records %p, %zu bytes: %s", records, bytes, dcpattn_last_error());
         plan->attn->module = NULL;
         ctx->compile_only = 1; /* nothing was loaded: destroy must not unload */
