@@ -136,6 +136,12 @@ __device__ __forceinline__ void f32x2_to_e4m3x2_hilo(float x0, float x1, unsigne
     lo = l;
 }
 
+// x as ptxas knows it: the same in every lane of the warp (lane 0's x; every lane must hold
+// the same). A value read from shared memory may differ between the lanes as far as ptxas
+// knows, and a loop or branch on one before or around the wgmmas makes it serialize them
+// (C7515, C7520: tests/wgmma_serial.sh).
+template <class T> __device__ __forceinline__ T warp_uniform(T x) { return __shfl_sync(0xffffffffu, x, 0); }
+
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 

@@ -1124,7 +1124,7 @@ template <class Tr, bool STACKED = false> __device__ __forceinline__ void gqa_de
         if (!first) __syncthreads();  // the last segment's shared memory is free
         GqaCta<Tr> cta(p, sched.b, 0, sched.z);
         const long long part_row0 = sched.keys(cta, kvh);
-        cta.n_tiles = __shfl_sync(0xffffffffu, cta.n_tiles, 0);
+        cta.n_tiles = warp_uniform(cta.n_tiles);
         if (STACKED && cta.nrows - cta.row0 > Tr::M_TILE / 2) __trap();  // (the host's rule broken)
         gqa_segment<Tr, true, STACKED>(p, cta, kvh, part_row0, sm, tl);
         if (part_row0 >= 0)

@@ -904,11 +904,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         long long *rows = p.topk_rows + ((long long)blockIdx.x * gridDim.y + blockIdx.y) * p.topk;
         sp_n = sparse_select<Tr::THREADS, Tr::MAX_TOPK, 1>(p, sp_b, sp_t, rows,
                                                           reinterpret_cast<long long *>(gsm + Tr::SMEM_X));
-        // (warp-uniform for ptxas: a count read from shared memory may differ between the lanes
-        // as far as it knows, and the narrow tile's loop on such a count serialized its wgmmas, C7515)
-        sp_n = __shfl_sync(0xffffffffu, sp_n, 0);
+        sp_n = warp_uniform(sp_n);  // (the narrow tile's loop on a per-lane count serialized its wgmmas, C7515)
         // the producer warpgroup (warps 8-11) gathers; the math warpgroups take its registers
-        if (__shfl_sync(0xffffffffu, warp, 0) >= Tr::MATH_THREADS / 32) {
+        if (warp_uniform(warp) >= Tr::MATH_THREADS / 32) {
             setmaxnreg_dec<Tr::PRODUCER_REGS>();
             tl.segment((sp_n + KV_TILE - 1) / KV_TILE);
             sparse_gather<Tr>(p, rows, sp_n, base, bar_full, tid - Tr::MATH_THREADS, tl);
@@ -1011,7 +1009,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             math_sync<Tr>();  // Q in place, barriers initialized
 
             // warp-uniform for ptxas (a per-thread wg would make it serialize the wgmmas)
-            const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wi = warp & 3, tw = tid & 127;
+            const int wg = warp_uniform(warp >> 2), wi = warp & 3, tw = tid & 127;
             const int g = lane >> 2, q4 = lane & 3;
             const int r_lo = wi * 16 + g, r_hi = r_lo + 8;
             const int lim_lo = cta.row_limit(r_lo), lim_hi = cta.row_limit(r_hi);
