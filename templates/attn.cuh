@@ -349,7 +349,7 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
         __syncthreads();
         // Through this CTA's words of global memory: ptxas takes a value read from shared memory
         // for one that may differ between the lanes, and serializes every wgmma behind a branch on
-        // it; a global load from one address it does not.
+        // it; a global load from one address it does not (nor a broadcast, warp_uniform).
         unsigned long long *g = words(p);
         if (tid == 0) {
             g[0] = l0 < h0 ? (unsigned long long)scratch[32] : 0ull;

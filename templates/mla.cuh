@@ -709,8 +709,8 @@ struct MlaSchedule {
         fence_proxy_async();  // (TMA writes these bytes next)
         __syncthreads();
         // Through this CTA's words of global memory: ptxas takes a value read from shared memory
-        // (even through a shuffle) for one that may differ between the lanes, and serializes
-        // every wgmma behind a branch on it; a global load from one address it does not.
+        // for one that may differ between the lanes, and serializes every wgmma behind a branch
+        // on it; a global load from one address it does not (nor a broadcast, warp_uniform).
         unsigned long long *g = words(p, blockIdx.x);
         if (tid == 0) {
             const bool any = lo < hi;  // (else words 257-258 were not written)
