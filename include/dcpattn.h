@@ -642,7 +642,7 @@ extern "C" {
     } dcpattn_merge_kparams;                                                          \
     /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
        and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
-       (publication flag, schedule values) */                                         \
+       (the publication flag; the rest spare) */                                      \
     enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
