@@ -10,7 +10,10 @@
 # fails on either side says so. The logs and JSON of every run go to $OUT (default
 # /tmp/dcpattn-out) as ab-SIDE-ROUND.log / .json. With AB_SECONDS set, no run starts once that many
 # seconds have passed since the start (the build counted): the table then holds the rounds that
-# ran, so a host with a time limit still gets one. Example:
+# ran, so a host with a time limit still gets one. With AB_CACHE set, both sides also read kernels
+# from that cache directory (e.g. the one a test suite of either tree just filled; its entries
+# are keyed by the rendered source, so neither side takes the other's), which saves their
+# compiles. Example:
 #     git diff HEAD > .deb/change.patch     # here; then on the GPU host:
 #     tests/bench_ab.sh .deb/change.patch G1F,G2F --q 8
 set -eu
@@ -46,7 +49,7 @@ while [ "$r" -le "$ROUNDS" ]; do
             echo "bench_ab: $AB_SECONDS s have passed: $side, round $r not run"
             continue
         fi
-        (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side" build/bench --no-peers --only "$CASES" \
+        (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side${AB_CACHE:+:$AB_CACHE}" build/bench --no-peers --only "$CASES" \
             --json "$OUT/ab-$side-$r.json" "$@") > "$OUT/ab-$side-$r.log" 2>&1 ||
             echo "bench_ab: $side, round $r: the benchmark exited with $? ($OUT/ab-$side-$r.log)"
     done
