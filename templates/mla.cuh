@@ -708,7 +708,7 @@ struct MlaSchedule {
         }
         fence_proxy_async();  // (TMA writes these bytes next)
         __syncthreads();
-        const bool any = lo < hi;  // (else words 257-258 were not written)
+        const bool any = lo < hi;  // (else scratch[257..258] were not written)
         b = warp_uniform(any ? (int)scratch[257] : 0);
         s = warp_uniform(any ? scratch[258] : 0ll);
         lo = warp_uniform(lo);
