@@ -1,25 +1,36 @@
 #!/bin/sh
-# bench_ab.sh [--rounds N] PATCH CASES [BENCH-ARGS...] — an A/B benchmark of a kernel change on a
-# GPU host, which needs no git there: B is this tree, A the same tree with PATCH (a `git diff`
-# from A to B, kept where the tree does not track it) taken out again. Both are copied to a
-# temporary folder without build/, built (build/bench) side by side, each with a kernel cache
-# of its own, then run in turns, A then B, N rounds (2 by default):
+# bench_ab.sh [--rounds N] [--plus PATCH2]... PATCH CASES [BENCH-ARGS...] — an A/B benchmark of a
+# kernel change on a GPU host, which needs no git there: B is this tree, A the same tree with
+# PATCH (a `git diff` from A to B, kept where the tree does not track it) taken out again; each
+# --plus adds a side C, D, ... = B with PATCH2 applied on top (a `git diff` from B), so that a
+# change and a variant of it are measured in one run. Every side is copied to a temporary
+# folder without build/ and built (build/bench), side by side, each with a kernel cache of its
+# own. A warm-up pass then runs every side's benchmark at once (`--iters 20`, results dropped),
+# so that their kernels compile in parallel and the timed runs find them cached (AB_WARM=0
+# skips it); then the sides run in turns, A, B, C, ..., N rounds (2 by default):
 #     build/bench --no-peers --only CASES --json ... [BENCH-ARGS...]
 # (the benchmark validates every row against the CPU reference before it times it). Prints,
-# per row, A's and B's median times over the rounds (min-max) and B's time over A's; a row that
-# fails on either side says so. The logs and JSON of every run go to $OUT (default
-# /tmp/dcpattn-out) as ab-SIDE-ROUND.log / .json. With AB_SECONDS set, no run starts once that many
-# seconds have passed since the start (the build counted): the table then holds the rounds that
-# ran, so a host with a time limit still gets one. With AB_CACHE set, both sides also read kernels
-# from that cache directory (e.g. the one a test suite of either tree just filled; its entries
-# are keyed by the rendered source, so neither side takes the other's), which saves their
-# compiles. Example:
+# per row and side, the times over the rounds (min-max) and the side's mean over A's; a row that
+# fails on a side says so. The logs and JSON of every run go to $OUT (default /tmp/dcpattn-out)
+# as ab-SIDE-ROUND.log / .json. With AB_SECONDS set, no run starts once that many seconds have
+# passed since the start (the build counted): the table then holds the rounds that ran, so a
+# host with a time limit still gets one. With AB_CACHE set, every side also reads kernels from
+# that cache directory (e.g. the one a test suite of either tree just filled; its entries are
+# keyed by the rendered source, so no side takes another's), which saves their compiles.
+# Example:
 #     git diff HEAD > .deb/change.patch     # here; then on the GPU host:
 #     tests/bench_ab.sh .deb/change.patch G1F,G2F --q 8
 set -eu
 ROUNDS=2
-if [ "${1:-}" = --rounds ]; then ROUNDS=$2; shift 2; fi
-[ $# -ge 2 ] || { echo "usage: tests/bench_ab.sh [--rounds N] PATCH CASES [BENCH-ARGS...]"; exit 2; }
+PLUS=
+while :; do
+    case "${1:-}" in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --plus) PLUS="$PLUS $(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -ge 2 ] || { echo "usage: tests/bench_ab.sh [--rounds N] [--plus PATCH2]... PATCH CASES [BENCH-ARGS...]"; exit 2; }
 PATCH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CASES=$2
 shift 2
@@ -29,37 +40,56 @@ mkdir -p "$OUT"
 . tests/gpu_env.sh
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-for side in A B; do
+SIDES="A B"
+for p in $PLUS; do SIDES="$SIDES $(printf "\\$(printf %o $((65 + $(echo "$SIDES" | wc -w))))")"; done
+for side in $SIDES; do
     mkdir "$W/$side"
     tar -c --exclude=./build . | tar -x -C "$W/$side"
 done
 (cd "$W/A" && patch -R -p1 -s -f < "$PATCH" > "$OUT/ab-patch.log" 2>&1) ||
     { echo "bench_ab: $PATCH does not come out of this tree"; cat "$OUT/ab-patch.log"; exit 1; }
-for side in A B; do
+i=0
+for p in $PLUS; do
+    side=$(echo "$SIDES" | cut -d' ' -f$((i + 3)))
+    (cd "$W/$side" && patch -p1 -s -f < "$p" > "$OUT/ab-patch.log" 2>&1) ||
+        { echo "bench_ab: $p does not apply to this tree"; cat "$OUT/ab-patch.log"; exit 1; }
+    i=$((i + 1))
+done
+for side in $SIDES; do
     (cd "$W/$side" && make -s -j"$(nproc)" build/bench > "$OUT/ab-build-$side.log" 2>&1) &
 done
 wait
-for side in A B; do
+for side in $SIDES; do
     [ -x "$W/$side/build/bench" ] || { echo "bench_ab: building $side failed"; tail -n 20 "$OUT/ab-build-$side.log"; exit 1; }
 done
+bench() { # side json-path extra-args...
+    side=$1; json=$2; shift 2
+    (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side${AB_CACHE:+:$AB_CACHE}" build/bench --no-peers --only "$CASES" \
+        --json "$json" "$@")
+}
+if [ "${AB_WARM:-1}" != 0 ]; then
+    for side in $SIDES; do
+        bench "$side" "$W/warm-$side.json" "$@" --iters 20 > "$OUT/ab-$side-warm.log" 2>&1 &
+    done
+    wait
+fi
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    for side in A B; do
+    for side in $SIDES; do
         if [ -n "${AB_SECONDS:-}" ] && [ $(( $(date +%s) - T0 )) -ge "$AB_SECONDS" ]; then
             echo "bench_ab: $AB_SECONDS s have passed: $side, round $r not run"
             continue
         fi
-        (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side${AB_CACHE:+:$AB_CACHE}" build/bench --no-peers --only "$CASES" \
-            --json "$OUT/ab-$side-$r.json" "$@") > "$OUT/ab-$side-$r.log" 2>&1 ||
+        bench "$side" "$OUT/ab-$side-$r.json" "$@" > "$OUT/ab-$side-$r.log" 2>&1 ||
             echo "bench_ab: $side, round $r: the benchmark exited with $? ($OUT/ab-$side-$r.log)"
     done
     r=$((r + 1))
 done
-python3 - "$OUT" "$ROUNDS" <<'EOF'
+python3 - "$OUT" "$ROUNDS" $SIDES <<'EOF'
 import json, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, sides = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 times, order = {}, []
-for side in "AB":
+for side in sides:
     for r in range(1, rounds + 1):
         try:
             cases = json.load(open(f"{out}/ab-{side}-{r}.json"))["cases"]
@@ -70,14 +100,19 @@ for side in "AB":
                 order.append(c["key"])
             t = c["median_us"] if c["status"] == "PASS" and c["median_us"] is not None else None
             times.setdefault(c["key"], {}).setdefault(side, []).append(t)
-print(f"{'row':10} {'A us (min-max)':>20} {'B us (min-max)':>20} {'B/A':>7}")
+print(f"{'row':10}" + "".join(f" {side + ' us (min-max)':>20}" + (f" {side + '/A':>7}" if side != "A" else "")
+                              for side in sides))
 for key in order:
-    cols = []
-    for side in "AB":
+    line, base = f"{key:10}", None
+    for side in sides:
         ts = times[key].get(side, [])
         ok = [t for t in ts if t is not None]
-        cols.append(("FAIL" if len(ok) < len(ts) or not ts else f"{min(ok):.1f}-{max(ok):.1f}", ok))
-    ratio = (f"{(sum(cols[1][1]) / len(cols[1][1])) / (sum(cols[0][1]) / len(cols[0][1])):.3f}"
-             if cols[0][0] != "FAIL" and cols[1][0] != "FAIL" else "-")
-    print(f"{key:10} {cols[0][0]:>20} {cols[1][0]:>20} {ratio:>7}")
+        good = ok and len(ok) == len(ts)
+        line += f" {f'{min(ok):.1f}-{max(ok):.1f}' if good else 'FAIL':>20}"
+        mean = sum(ok) / len(ok) if good else None
+        if side == "A":
+            base = mean
+        else:
+            line += f" {f'{mean / base:.3f}' if mean and base else '-':>7}"
+    print(line)
 EOF
