@@ -641,9 +641,9 @@ extern "C" {
         int lse_base2_in, lse_base2_out;                                              \
     } dcpattn_merge_kparams;                                                          \
     /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
-       and row-sum parts of each of 256 threads: 33 x 256 float4), and one word       \
-       (the publication flag) */                                                      \
-    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 1 };                 \
+       and row-sum parts of each of 256 threads: 33 x 256 float4); after every        \
+       CTA's record, one 8-byte word per CTA (its publication flag) */                \
+    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256 };                                        \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
         unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
@@ -3123,7 +3123,7 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
         /* per CTA: its piece's state record, then its publication flag (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
         p->flags_offset = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
-        p->workspace_bytes = p->flags_offset + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
+        p->workspace_bytes = p->flags_offset + ctas * 8u;
     } else if (p->workers) {
         /* templates/attn.cuh, AttnSchedule: two partial-state slots of a row tile per worker and
            KV head (o fp32, then lse), then one arrival counter per (sequence, row tile, KV head)

@@ -660,7 +660,6 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS == 1, "a CTA's word: its publication flag");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
@@ -734,7 +733,7 @@ struct MlaSchedule {
     }
     // The word of CTA (w, blockIdx.z): its publication flag.
     static __device__ __forceinline__ unsigned long long *pub_flag(const dcpattn_attn_kparams &p, int w) {
-        return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
+        return p.flags + (long long)w * gridDim.z + blockIdx.z;
     }
     static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
         return reinterpret_cast<f4 *>(p.o_part) + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_RECORD_F4 +
