@@ -21,39 +21,40 @@
 #     git diff HEAD > .deb/change.patch     # here; then on the GPU host:
 #     tests/bench_ab.sh .deb/change.patch G1F,G2F --q 8
 set -eu
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
 ROUNDS=2
-PLUS=
+SIDES="A B"
 while :; do
     case "${1:-}" in
     --rounds) ROUNDS=$2; shift 2 ;;
-    --plus) PLUS="$PLUS $(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
+    --plus) # the next side's letter, its patch kept as $W/LETTER.patch
+        side=$(echo CDEFGH | cut -c$(($(echo $SIDES | wc -w) - 1)))
+        [ -n "$side" ] || { echo "bench_ab: at most 6 --plus sides"; exit 2; }
+        cp "$2" "$W/$side.patch"
+        SIDES="$SIDES $side"
+        shift 2 ;;
     *) break ;;
     esac
 done
 [ $# -ge 2 ] || { echo "usage: tests/bench_ab.sh [--rounds N] [--plus PATCH2]... PATCH CASES [BENCH-ARGS...]"; exit 2; }
-PATCH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+cp "$1" "$W/B.patch"
 CASES=$2
 shift 2
 OUT=${OUT:-/tmp/dcpattn-out}
 T0=$(date +%s)
 mkdir -p "$OUT"
 . tests/gpu_env.sh
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-SIDES="A B"
-for p in $PLUS; do SIDES="$SIDES $(printf "\\$(printf %o $((65 + $(echo "$SIDES" | wc -w))))")"; done
 for side in $SIDES; do
     mkdir "$W/$side"
     tar -c --exclude=./build . | tar -x -C "$W/$side"
-done
-(cd "$W/A" && patch -R -p1 -s -f < "$PATCH" > "$OUT/ab-patch.log" 2>&1) ||
-    { echo "bench_ab: $PATCH does not come out of this tree"; cat "$OUT/ab-patch.log"; exit 1; }
-i=0
-for p in $PLUS; do
-    side=$(echo "$SIDES" | cut -d' ' -f$((i + 3)))
-    (cd "$W/$side" && patch -p1 -s -f < "$p" > "$OUT/ab-patch.log" 2>&1) ||
-        { echo "bench_ab: $p does not apply to this tree"; cat "$OUT/ab-patch.log"; exit 1; }
-    i=$((i + 1))
+    if [ "$side" = A ]; then # A: this tree without PATCH; C, D, ...: with their PATCH2 on top
+        (cd "$W/A" && patch -R -p1 -s -f < "$W/B.patch" > "$OUT/ab-patch.log" 2>&1) ||
+            { echo "bench_ab: the patch of B does not come out of this tree"; cat "$OUT/ab-patch.log"; exit 1; }
+    elif [ "$side" != B ]; then
+        (cd "$W/$side" && patch -p1 -s -f < "$W/$side.patch" > "$OUT/ab-patch.log" 2>&1) ||
+            { echo "bench_ab: the patch of $side does not apply to this tree"; cat "$OUT/ab-patch.log"; exit 1; }
+    fi
 done
 for side in $SIDES; do
     (cd "$W/$side" && make -s -j"$(nproc)" build/bench > "$OUT/ab-build-$side.log" 2>&1) &
@@ -62,10 +63,11 @@ wait
 for side in $SIDES; do
     [ -x "$W/$side/build/bench" ] || { echo "bench_ab: building $side failed"; tail -n 20 "$OUT/ab-build-$side.log"; exit 1; }
 done
-bench() { # side json-path extra-args...
-    side=$1; json=$2; shift 2
-    (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side${AB_CACHE:+:$AB_CACHE}" build/bench --no-peers --only "$CASES" \
-        --json "$json" "$@")
+bench() { # side json-path bench-args...
+    b_side=$1 b_json=$2
+    shift 2
+    (cd "$W/$b_side" && DCPATTN_CACHE_DIR="$W/cache-$b_side${AB_CACHE:+:$AB_CACHE}" build/bench --no-peers \
+        --only "$CASES" --json "$b_json" "$@")
 }
 if [ "${AB_WARM:-1}" != 0 ]; then
     for side in $SIDES; do
