@@ -84,8 +84,21 @@
 // Shared memory stays as it is. Warpgroup 0 loads the whole raw tile into a stage as soon as it
 // is done with blocks 0-3 (its refills above; block 8 is read only by S, long done), so the
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
-// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). The
-// narrow tiles do the same, their wgmmas reading the converted stage as they read a 16-bit one.
+// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). So runs
+// the 64-row tile (and the sparse narrow tile); the dense narrow tiles do not convert:
+//
+// FP8 on the narrow tiles (MlaTraits DIRECT: an e4m3 cache, at most 32 packed rows, dense): the
+// tile stays e4m3 where it lands, nine raw blocks in TMA's 64-byte swizzle (the host encodes the
+// generator's kv_swizzle, 64), and both MMAs read it there. S^T = K Q^T runs on e4m3 (m64nNk32,
+// qk_e4m3): K as it landed, and Q, once per CTA, as two e4m3 tiles hi and lo (q_tile_to_e4m3;
+// hi + lo hold a bf16 element exactly down to 2^-9 of the tile's largest, as GQA's e4m3 Q does),
+// 2 x 9 x 2 wgmmas a tile, each as long as one of the 16-bit tile's 36. PV takes V^T's A operand in
+// registers: each warpgroup reads its V half of every tile by ldmatrix .trans and converts it to
+// fp16 there (pv_direct, sw64_e4m3_vt_frags), so no warpgroup converts a whole tile in shared
+// memory on its path, and a tile's bytes cross shared memory once (the 16-bit conversion wrote
+// 72 KB and the MMAs read them back). Its rows then hold the channels in the order that
+// ldmatrix gives them (row g of a warp's 16 is channel 2 g, row g + 8 channel 2 g + 1), which
+// store_narrow follows. The loads, refills, zero_tail and barriers are the 16-bit tile's.
 //
 // Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
 // sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
@@ -131,6 +144,8 @@
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
 // 6 + w inside warpgroup w.
 //
+// (DIRECT: the Q tile's bytes hold Q's e4m3 hi and lo tiles, each nine SW64 blocks of M_TILE rows
+// x 64 bytes; the stages hold the raw tiles where the FP8 tile's raw blocks go.)
 // Dynamic shared memory (bytes), as the generator computes it:
 //     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
 // (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
@@ -167,6 +182,12 @@ struct MlaTraits {
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = M_TILE_, KV_TILE = 64, STAGES = 2;
     static constexpr bool NARROW = M_TILE <= 32;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tiles")
+    // FP8 on a dense narrow tile: the tile stays as it landed (see "FP8 on the narrow tiles");
+    // else an FP8 tile is converted in shared memory (convert_tile)
+    static constexpr bool DIRECT = FP8 && NARROW && !SPARSE;
+    static constexpr bool CONVERT = FP8 && !DIRECT;
+    // the swizzle (bytes) of the TMA map that brings K (the generator's kv_swizzle, which the host encodes)
+    static constexpr int KV_SWIZZLE = !FP8 ? 128 : DIRECT ? 64 : 0;
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
     // the query rows whose max and sum it keeps
     static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
@@ -183,8 +204,10 @@ struct MlaTraits {
     static constexpr __device__ __forceinline__ int raw_at(int blk) {
         return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
     }
-    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's
-    static constexpr int Q_BLOCK = M_TILE * 128;
+    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's;
+    // DIRECT: the same bytes hold Q as two e4m3 tiles, hi then lo, each nine SW64 blocks of
+    // M_TILE rows x 64 bytes (Q8_BLOCK)
+    static constexpr int Q_BLOCK = M_TILE * 128, Q8_BLOCK = M_TILE * 64;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
@@ -334,12 +357,11 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
     }
 }
 
-// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
-// q_exponent); returns 2^e, by which the scores are then scaled. Each thread takes the same
-// 16-byte chunks in both passes (the largest magnitude, then the rewrite); the warps' maxima
-// meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
-// proxy; the caller's barrier makes it every thread's.
-template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
+// FP8 cache: the exponent e that puts the largest magnitude of the landed Q tile at sQ (T) in
+// [2^top, 2^(top + 1)) (attn.cuh, q_exponent). Each thread reads the 16-byte chunks tid, tid +
+// 256, .. (the passes of q_tile_to_fp16 and q_tile_to_e4m3 below); the warps' maxima meet in red
+// (8 words no one else uses meanwhile).
+template <class Tr> __device__ __forceinline__ int q_tile_exponent(unsigned sQ, unsigned *red, int tid, int top) {
     constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
     constexpr int N = (ALL + THREADS - 1) / THREADS;  // passes (the narrow tile's last one partial)
     math_sync<Tr>();  // every thread's cp.async of the tile has landed
@@ -357,8 +379,18 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     math_sync<Tr>();
 #pragma unroll
     for (int w = 0; w < THREADS / 32; ++w) mx = max(mx, red[w]);
-    const int e = q_exponent<bf16>(mx, Q_FP16_TOP);
+    return q_exponent<typename Tr::T>(mx, top);
+}
+
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (e for
+// Q_FP16_TOP); returns 2^e, by which the scores are then scaled. Ends with the tile in fp16 for
+// the async proxy; the caller's barrier makes it every thread's.
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
+    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
+    constexpr int N = (ALL + THREADS - 1) / THREADS;
+    const int e = q_tile_exponent<Tr>(sQ, red, tid, Q_FP16_TOP);
     const float down = exp2i(-e);
+    unsigned v[4];
 #pragma unroll
     for (int j = 0; j < N; ++j) {
         if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
@@ -371,17 +403,57 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return exp2i(e);
 }
 
+// DIRECT (FP8 on a dense narrow tile): the landed Q tile at sQ (T, 128-byte swizzled) times 2^-e
+// as two e4m3 tiles, hi at sQ and lo at sQ + 9 Q8_BLOCK, with e such that the tile's largest
+// magnitude lies in [2^7, 2^8) (hi never saturates; hi + lo hold each element as GQA's e4m3 Q
+// does, gqa.cuh q_tile_to_e4m3). Each is nine column blocks of M_TILE rows x 64 bytes, 64-byte
+// swizzled (sw64_desc): the K-major B operand of S's e4m3 wgmma. Every thread's chunks are read
+// before any is written (the e4m3 tiles take the same bytes). Returns 2^e, by which the scores
+// are then scaled; ends with the tiles visible to wgmma (the caller's barrier makes them every
+// thread's).
+template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, unsigned *red, int tid) {
+    using T = typename Tr::T;
+    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
+    constexpr int N = (ALL + THREADS - 1) / THREADS;
+    const int e = q_tile_exponent<Tr>(sQ, red, tid, 7);
+    const float down = exp2i(-e);
+    unsigned v[N][4];
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+        if (ALL % THREADS == 0 || tid + j * THREADS < ALL) ld_shared_u4(sQ + (tid + j * THREADS) * 16, v[j]);
+    math_sync<Tr>();  // the 16-bit tile is read: its bytes take the e4m3 tiles
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
+        // chunk i of the 16-bit tile: column block i / (8 M_TILE), row r, its channels 8 c ..
+        const int i = tid + j * THREADS, blk = i / (8 * Tr::M_TILE), r = (i >> 3) % Tr::M_TILE, c = (i & 7) ^ (r & 7);
+        unsigned hi[4], lo[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
+        const unsigned a = sQ + blk * Tr::Q8_BLOCK + r * 64 + ((((c >> 1) ^ (r >> 1)) & 3) << 4) + (c & 1) * 8;
+        st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
+        st_shared_u2(a + (Tr::BLOCKS * Tr::Q8_BLOCK), lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
+    }
+    fence_proxy_async();
+    return exp2i(e);
+}
+
 // Token rows r0.. (r0 < KV_TILE) of NB consecutive 16-bit blocks of a stage (blk0.., st: the
-// stage's first byte) become zeros, by the 128 threads of one warpgroup (tw): the V rows past a
-// piece's last visible key, where unused slots may hold NaN, which would survive P = 0.
-template <class Tr, int NB>
+// stage's first byte; RAW: raw e4m3 blocks at raw_at, rows of 64 bytes) become zeros, by the 128
+// threads of one warpgroup (tw): the V rows past a piece's last visible key, where unused slots
+// may hold NaN, which would survive P = 0. (Whole rows: the swizzle does not matter.)
+template <class Tr, int NB, bool RAW = false>
 __device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw) {
     const unsigned zero[4] = {0u, 0u, 0u, 0u};
+    constexpr int LC = RAW ? 2 : 3, C = 1 << LC;  // chunks a row: 1 << LC
     static_assert((NB & (NB - 1)) == 0, "NB: a power of two");
-    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * 8; idx += 128)  // 8 chunks a row and block
-        st_shared_u4(st + (blk0 + ((idx >> 3) & (NB - 1))) * Tr::BLOCK_BYTES + (r0 + (idx >> 3) / NB) * 128 +
-                         ((idx & 7) << 4),
+    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * C; idx += 128) {  // C chunks a row and block
+        const int blk = blk0 + ((idx >> LC) & (NB - 1));
+        st_shared_u4(st + (RAW ? Tr::raw_at(blk) : blk * Tr::BLOCK_BYTES) + (r0 + (idx >> LC) / NB) * (16 * C) +
+                         ((idx & (C - 1)) << 4),
                      zero);
+    }
 }
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
@@ -596,7 +668,8 @@ template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[Tr::RO
 }
 
 // Narrow tiles, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
-// + 8 h of its rows), normalized by the rows' sums l and written as store_rows writes.
+// + 8 h of its rows; DIRECT: 256 wg + 16 wi + 2 g + 64 b + h, see pv_narrow), normalized by the
+// rows' sums l and written as store_rows writes.
 template <class Tr, class Cta>
 __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[Tr::O_REGS],
                                              const float (&m)[Tr::ROWS], const float (&l)[Tr::ROWS], int wg, int wi,
@@ -604,7 +677,8 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
     constexpr int E = Tr::S_REGS;  // elements of a block of O^T's 64 rows
     using T = typename Tr::T;
     const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
-    const int ch0 = 256 * wg + 16 * wi + (lane >> 2);  // (block b, half h: ch0 + 64 b + 8 h)
+    constexpr int HALF = Tr::DIRECT ? 1 : 8;  // channels between a block's halves
+    const int ch0 = 256 * wg + 16 * wi + (Tr::DIRECT ? 2 : 1) * (lane >> 2);  // (block b, half h: ch0 + 64 b + HALF h)
 #pragma unroll
     for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
@@ -612,7 +686,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
         const AttnRowOut out = cta.row_out(0, R);
         float lse2;
         const float inv = row_finish<Tr>(p, out, m[c], l[c], lse2);
-        // the row's channel ch0 + 64 b + 8 h (block b of O^T, half h), normalized
+        // the row's channel ch0 + 64 b + HALF h (block b of O^T, half h), normalized
         auto val = [&](int b, int h) { return o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv; };
         if (split_out) {
             const long long prow = out.part(cta.split);
@@ -620,14 +694,14 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = val(b, h);
+                for (int h = 0; h < 2; ++h) dst[64 * b + HALF * h] = val(b, h);
             if (owner) p.lse_part[prow] = lse2;
         } else {
             unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = (unsigned short)pack2<T>(val(b, h), 0.f);
+                for (int h = 0; h < 2; ++h) dst[64 * b + HALF * h] = (unsigned short)pack2<T>(val(b, h), 0.f);
             if (owner && p.lse) out.lse(lse2);
         }
     }
@@ -1003,8 +1077,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             float scale = p.scale_log2;
             if constexpr (Tr::FP8 && !Tr::SCALED) {
                 scale *= p.k_scale[0];
-                if constexpr (!same_type<typename Tr::T, fp16>)
-                    scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
+                unsigned *red = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0);
+                if constexpr (Tr::DIRECT)  // (S multiplies e4m3 by e4m3)
+                    scale *= q_tile_to_e4m3<Tr>(sQ, red, tid);
+                else if constexpr (!same_type<typename Tr::T, fp16>)
+                    scale *= q_tile_to_fp16<Tr>(sQ, red, tid);
             }
             math_sync<Tr>();  // Q in place, barriers initialized
 
@@ -1041,6 +1118,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
+            // DIRECT: S's e4m3 operands, K as it landed and Q's hi and lo tiles, 64-byte swizzled
+            const unsigned long long dq8 = sw64_desc(sQ);
+            const unsigned q8l = (unsigned)dq8, d8hi = (unsigned)(dq8 >> 32), k8l = (unsigned)sw64_desc(sK);
 
             float o[Tr::O_REGS];
 #pragma unroll
@@ -1097,16 +1177,32 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
+            // DIRECT: S^T += K Q^T over raw block blk of tile t, two k32 steps of e4m3 wgmmas against
+            // Q's hi tile and its lo tile; `first`: the first overwrites S
+            auto qk_e4m3 = [&](int t, int blk, bool first) {
+                if constexpr (Tr::DIRECT) {
+                    const unsigned kb = add_at(k8l, ((t & 1) * TILE_BYTES + Tr::raw_at(blk)) >> 4);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)  // k32 step i / 2 (32 bytes a step), Q's hi (i even) or lo tile
+                        wgmma_ss_narrow<e4m3, Tr::M_TILE, 0>(
+                            sacc, desc_at(add_at(kb, (i >> 1) * 2), d8hi),
+                            desc_at(add_at(q8l, ((i & 1) * BLOCKS * Tr::Q8_BLOCK + blk * Tr::Q8_BLOCK + (i >> 1) * 32) >> 4),
+                                    d8hi),
+                            first && i == 0 ? 0 : 1);
+                }
+            };
             auto qk_blocks = [&](int t, int b0, bool first) {
                 const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
                     const int blk = b0 + b;
-                    if constexpr (!Tr::FP8) mbar_wait(full(t & 1, blk), par);  // (FP8: convert_tile waited)
+                    if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, blk), par);  // (else convert_tile waited)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
+                    for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
                         const unsigned off = kstep(4 * blk + i);
-                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                        if constexpr (Tr::DIRECT)
+                            qk_e4m3(t, blk, first && b == 0);
+                        else if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
                             wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
                                                                desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
                                                                first && b == 0 && i == 0 ? 0 : 1);
@@ -1119,10 +1215,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
-                if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
+                if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    if constexpr (Tr::NARROW)
+                for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
+                    if constexpr (Tr::DIRECT)
+                        qk_e4m3(t, BLOCKS - 1, false);
+                    else if constexpr (Tr::NARROW)
                         wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
                                                            desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
                     else
@@ -1134,8 +1232,40 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // Narrow: O^T[my half] += V(t)^T[my half] P^T, P (16 x 64, K-major) from shared memory at
             // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
             // operand (the same bytes that the m64 tile reads as B)
+            // DIRECT: V^T comes from the e4m3 stage into registers instead, as the A operand in fp16
+            // (sw64_e4m3_vt_frags: row g of warp wi's 16 is channel 16 wi + 2 g, row g + 8 channel
+            // 16 wi + 2 g + 1, which store_narrow follows), block by block, each block's four wgmmas
+            // a group, two blocks' registers in flight (all four at once made ptxas serialize the
+            // wgmmas for want of registers). Rows past the last visible key were zeroed in the stage
+            // (zero_tail).
+            auto pv_direct = [&](int t, unsigned long long dpp) {
+                if constexpr (Tr::DIRECT) {
+                    auto block = [&](int b, unsigned (&va)[4][4]) {
+                        sw64_e4m3_vt_frags(sK + (t & 1) * TILE_BYTES + Tr::raw_at(4 * wg + b), wi, lane, va);
+                        fence_regs(va);  // (converted before the fence)
+                        fence_regs(o);
+                        wgmma_fence();
+#pragma unroll
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b], va[kk],
+                                                            dpp + ((kk * 32) >> 4));
+                        wgmma_commit();
+                    };
+                    unsigned va0[4][4], va1[4][4];
+                    block(0, va0);
+                    block(1, va1);
+                    wgmma_wait<1>();  // block 0's registers are free
+                    fence_regs(va0);
+                    block(2, va0);
+                    wgmma_wait<1>();
+                    fence_regs(va1);
+                    block(3, va1);
+                }
+            };
             auto pv_narrow = [&](int t, unsigned long long dpp) {
-                if constexpr (Tr::NARROW) {
+                if constexpr (Tr::DIRECT) {
+                    pv_direct(t, dpp);
+                } else if constexpr (Tr::NARROW) {
                     fence_regs(o);
                     wgmma_fence();
 #pragma unroll
@@ -1178,7 +1308,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             auto zero_tail = [&](int t) {
 #pragma unroll 1
                 for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-                zero_v_rows<Tr, 4>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
+                zero_v_rows<Tr, 4, Tr::DIRECT>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
                 fence_proxy_async();
                 wg_sync(wg);
             };
@@ -1324,13 +1454,13 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // Refills: warpgroup 0 brings blocks 0-3 of a stage (FP8: the whole raw tile, whose
             // blocks land where 16-bit blocks 0-3 and 8 go), warpgroup 1 blocks 4-8 (FP8: none)
-            constexpr int N0 = Tr::FP8 ? BLOCKS : 4;
+            constexpr int N0 = Tr::CONVERT ? BLOCKS : 4;
 
             // S of tile 0 (tiles 0 and 1 are on their way)
             tl.mark(TL_START);
             if (wg == 0 && n_tiles > 0) {
-                tl_wait(0, 0, Tr::FP8 ? BLOCKS : 4);
-                if constexpr (Tr::FP8) convert(0);
+                tl_wait(0, 0, Tr::CONVERT ? BLOCKS : 4);
+                if constexpr (Tr::CONVERT) convert(0);
                 tl.mark(TL_CONVERT);
                 fence_regs(sacc);
                 wgmma_fence();
@@ -1356,12 +1486,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     if (next0) lookup(t0 + 2, pg0);
                     if (next1) lookup(t0 + 3, pg1);
                 }
-                if (!Tr::FP8 && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
+                if (!Tr::CONVERT && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
                     zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
                     tl.mark(TL_SOFTMAX);
-                    if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    if (!Tr::CONVERT && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
                     // (FP8: waited for before converting t0 into stage 0, see below)
                     tl.mark(TL_WAIT_PEER);
                     if (tw == 0) flag[0] = moved0 ? 1u : 0u;
@@ -1390,7 +1520,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             release(1);  // blocks 0-3 of stage 1 are read (8 by warpgroup 1's S of t1, before P(t1))
                             tl.mark(TL_PV);
                         }
-                    if constexpr (Tr::FP8)
+                    if constexpr (Tr::CONVERT)
                         if (next0) {
                             nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0), its reference and V(t0)
                             tl.mark(TL_WAIT_PEER);
@@ -1398,7 +1528,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             convert(t0 + 2);
                             tl.mark(TL_CONVERT);
                         }
-                    if (!Tr::FP8 && next0) tl_wait(t0 + 2, 0, 4);
+                    if (!Tr::CONVERT && next0) tl_wait(t0 + 2, 0, 4);
                     if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                         fence_regs(sacc);
                         wgmma_fence();
@@ -1430,8 +1560,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
-                        tl_wait(t1, 0, Tr::FP8 ? BLOCKS : 4);
-                        if constexpr (Tr::FP8) convert(t1);
+                        tl_wait(t1, 0, Tr::CONVERT ? BLOCKS : 4);
+                        if constexpr (Tr::CONVERT) convert(t1);
                         tl.mark(TL_CONVERT);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
@@ -1456,12 +1586,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (!Tr::CONVERT && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
                     tl.mark(TL_PV);
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (!Tr::FP8 && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (!Tr::CONVERT && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
                         tl.mark(TL_PV);
                     }
                 }

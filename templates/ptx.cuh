@@ -325,6 +325,33 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
            ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
 
+// The same, 64-byte swizzle: K-major rows of 64 bytes in atoms of 8 rows (512 bytes, SBO), the
+// 16-byte chunk c of row r at chunk c ^ ((r / 2) % 4), as TMA's 64-byte swizzle writes them; the
+// tile 512-byte aligned.
+__device__ __forceinline__ unsigned long long sw64_desc(unsigned addr) {
+    return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((unsigned long long)(512u >> 4) << 32) |
+           (2ull << 62);
+}
+
+// An e4m3 tile of 64 keys x 64 channels (bytes) in that layout at `tile` as the transposed A
+// operand of an fp16 wgmma (V^T: channels x keys), in registers: warp wi's 16 rows for the four
+// k16 steps (keys 16 kk ..), va[kk]. ldmatrix .trans of 16-bit pairs (two channels of a key)
+// gives a lane, of an 8-key matrix, channels 2 g, 2 g + 1 of the warp's 16 for keys 2 q4, + 1
+// (g = lane / 4, q4 = lane % 4), which e4m3x4_split parts: so row g of the warp's rows is
+// channel 16 wi + 2 g and row g + 8 channel 16 wi + 2 g + 1. One x4 covers two k16 steps.
+__device__ __forceinline__ void sw64_e4m3_vt_frags(unsigned tile, int wi, int lane, unsigned (&va)[4][4]) {
+    const int key_l = 8 * (lane >> 3) + (lane & 7);  // this lane's row of the x4: key 32 kp + key_l
+#pragma unroll
+    for (int kp = 0; kp < 2; ++kp) {
+        const int key = 32 * kp + key_l;
+        unsigned r[4];
+        ldsm_x4_trans(tile + key * 64 + (((wi ^ (key >> 1)) & 3) << 4), r);
+#pragma unroll
+        for (int m = 0; m < 4; ++m)  // matrix m: keys 16 (2 kp + m / 2) + 8 (m % 2) ..
+            e4m3x4_split<fp16>(r[m], va[2 * kp + (m >> 1)][2 * (m & 1)], va[2 * kp + (m >> 1)][2 * (m & 1) + 1]);
+    }
+}
+
 // ---- tensor-core MMAs, fp32 accumulation; specialized below for bf16 and fp16 ----
 
 // c += a (16x16, row) * b (16x8, col).
@@ -335,6 +362,9 @@ template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], 
 // smem, K-major).
 template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
+// d (64 x N, N = 16 or 32) += A (64 x 16, registers) * B (16 x N, smem, K-major).
+template <class T, int N>
+__device__ __forceinline__ void wgmma_rs_narrow(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
@@ -379,6 +409,21 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
                       "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 #define DCPATTN_COMMA ,
+// m64nNk16 with A in registers, B K-major, accumulating; operands as DCPATTN_SS_NARROW's
+#define DCPATTN_RS_NARROW(T, PT, N, DREGS, A, DB, AC, OUTS)                                                           \
+    template <> __device__ __forceinline__ void wgmma_rs_narrow<T, N>(float (&d)[N / 2], const unsigned (&a)[4],       \
+                                                                      unsigned long long db) {                         \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " A ", " DB              \
+                     ", p, 1, 1, 0;\n}\n"                                                                             \
+                     : OUTS                                                                                            \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
+    }
+#define DCPATTN_RS_N16(T, PT) DCPATTN_RS_NARROW(T, PT, 16, "{%0, %1, %2, %3, %4, %5, %6, %7}", "{%8, %9, %10, %11}",  \
+                                                "%12", "%13", DCPATTN_F8(d, 0))
+#define DCPATTN_RS_N32(T, PT)                                                                                         \
+    DCPATTN_RS_NARROW(T, PT, 32, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}",            \
+                      "{%16, %17, %18, %19}", "%20", "%21", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 
 // The MMAs for element type T, whose PTX name is PT ("bf16", "f16").
 #define DCPATTN_MMAS(T, PT)                                                                                           \
@@ -401,6 +446,8 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     DCPATTN_SS_N16(T, PT, 1)                                                                                           \
     DCPATTN_SS_N32(T, PT, 0)                                                                                           \
     DCPATTN_SS_N32(T, PT, 1)                                                                                           \
+    DCPATTN_RS_N16(T, PT)                                                                                              \
+    DCPATTN_RS_N32(T, PT)                                                                                              \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
                                                                  unsigned long long db) {                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
@@ -442,6 +489,9 @@ DCPATTN_MMAS(fp16, "f16")
 #undef DCPATTN_SS_N16
 #undef DCPATTN_SS_N32
 #undef DCPATTN_SS_NARROW
+#undef DCPATTN_RS_N16
+#undef DCPATTN_RS_N32
+#undef DCPATTN_RS_NARROW
 #undef DCPATTN_COMMA
 // e4m3 x e4m3: one k-step is 32 channels (A 64 x 32, B 32 x 64, both K-major: FP8 wgmma has no
 // transposed operand), 32 bytes of a row as a 16-bit k16 step is.
@@ -450,6 +500,22 @@ template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], u
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", %32, %33, p, 1, 1;\n}\n"
                  : DCPATTN_F32(d, 0)
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+// The narrow shapes (m64nNk32, N = 16 or 32; TA = 0 only).
+template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 16, 0>(float (&d)[8], unsigned long long da,
+                                                                       unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+                 : DCPATTN_F8(d, 0)
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 32, 0>(float (&d)[16], unsigned long long da,
+                                                                       unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                 "%11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+                 : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 #undef DCPATTN_F32
