@@ -1235,9 +1235,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // DIRECT: V^T comes from the e4m3 stage into registers instead, as the A operand in fp16
             // (sw64_e4m3_vt_frags: row g of warp wi's 16 is channel 16 wi + 2 g, row g + 8 channel
             // 16 wi + 2 g + 1, which store_narrow follows), block by block, each block's four wgmmas
-            // a group, two blocks' registers in flight (all four at once made ptxas serialize the
-            // wgmmas for want of registers). Rows past the last visible key were zeroed in the stage
-            // (zero_tail).
+            // a group (all four blocks' registers at once made ptxas serialize the wgmmas for want of
+            // registers). Rows past the last visible key were zeroed in the stage (zero_tail).
             auto pv_direct = [&](int t, unsigned long long dpp) {
                 if constexpr (Tr::DIRECT) {
                     auto block = [&](int b, unsigned (&va)[4][4]) {
@@ -1251,15 +1250,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                                                             dpp + ((kk * 32) >> 4));
                         wgmma_commit();
                     };
-                    unsigned va0[4][4], va1[4][4];
-                    block(0, va0);
-                    block(1, va1);
-                    wgmma_wait<1>();  // block 0's registers are free
-                    fence_regs(va0);
-                    block(2, va0);
-                    wgmma_wait<1>();
-                    fence_regs(va1);
-                    block(3, va1);
+                    // blocks whose registers are in flight at once: two on the tile of 16 rows; on the
+                    // tile of 32 (64 accumulators of O) one, where two made its balanced kernel spill
+                    constexpr int SETS = Tr::M_TILE == 16 ? 2 : 1;
+                    unsigned va[SETS][4][4];
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        if (b >= SETS) {
+                            wgmma_wait<SETS - 1>();  // block b - SETS is done with its registers
+                            fence_regs(va[b % SETS]);
+                        }
+                        block(b, va[b % SETS]);
+                    }
                 }
             };
             auto pv_narrow = [&](int t, unsigned long long dpp) {
