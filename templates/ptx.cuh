@@ -359,7 +359,7 @@ template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x N, N = 16 or 32) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x N,
-// smem, K-major).
+// smem, K-major); T = e4m3: A 64 x 32 and B 32 x N, both K-major (TA = 0).
 template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x N, N = 16 or 32) += A (64 x 16, registers) * B (16 x N, smem, K-major).
@@ -391,23 +391,25 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
-// m64nNk16 from shared memory (N = 16: 8 accumulators, 32: 16), A transposed (MN-major) when TA
-// is 1; DREGS, DA, DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag),
-// OUTS: the accumulators' output constraints
-#define DCPATTN_SS_NARROW(T, PT, N, TA, DREGS, DA, DB, AC, OUTS)                                                      \
+// m64nNK from shared memory (N = 16: 8 accumulators, 32: 16; K "k16", or "k32" for e4m3), A
+// transposed (MN-major) when TA is 1 (TRANS: the transpose operands, none for e4m3); DREGS, DA,
+// DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag), OUTS: the
+// accumulators' output constraints
+#define DCPATTN_SS_NARROW(T, PT, N, TA, K, TRANS, DREGS, DA, DB, AC, OUTS)                                            \
     template <> __device__ __forceinline__ void wgmma_ss_narrow<T, N, TA>(float (&d)[N / 2], unsigned long long da,    \
                                                                           unsigned long long db, int accumulate) {     \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " DA ", " DB            \
-                     ", p, 1, 1, " #TA ", 0;\n}\n"                                                                    \
+                     "wgmma.mma_async.sync.aligned.m64n" #N K ".f32." PT "." PT " " DREGS ", " DA ", " DB             \
+                     ", p, 1, 1" TRANS ";\n}\n"                                                                       \
                      : OUTS                                                                                            \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }
-#define DCPATTN_SS_N16(T, PT, TA) DCPATTN_SS_NARROW(T, PT, 16, TA, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", \
-                                                    DCPATTN_F8(d, 0))
-#define DCPATTN_SS_N32(T, PT, TA)                                                                                     \
-    DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
-                      "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
+#define DCPATTN_SS_N16(T, PT, TA, K, TRANS)                                                                           \
+    DCPATTN_SS_NARROW(T, PT, 16, TA, K, TRANS, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", DCPATTN_F8(d, 0))
+#define DCPATTN_SS_N32(T, PT, TA, K, TRANS)                                                                           \
+    DCPATTN_SS_NARROW(T, PT, 32, TA, K, TRANS,                                                                        \
+                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16", "%17", "%18",   \
+                      DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 #define DCPATTN_COMMA ,
 // m64nNk16 with A in registers, B K-major, accumulating; operands as DCPATTN_SS_NARROW's
 #define DCPATTN_RS_NARROW(T, PT, N, DREGS, A, DB, AC, OUTS)                                                           \
@@ -442,10 +444,10 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }                                                                                                                  \
-    DCPATTN_SS_N16(T, PT, 0)                                                                                           \
-    DCPATTN_SS_N16(T, PT, 1)                                                                                           \
-    DCPATTN_SS_N32(T, PT, 0)                                                                                           \
-    DCPATTN_SS_N32(T, PT, 1)                                                                                           \
+    DCPATTN_SS_N16(T, PT, 0, "k16", ", 0, 0")                                                                          \
+    DCPATTN_SS_N16(T, PT, 1, "k16", ", 1, 0")                                                                          \
+    DCPATTN_SS_N32(T, PT, 0, "k16", ", 0, 0")                                                                          \
+    DCPATTN_SS_N32(T, PT, 1, "k16", ", 1, 0")                                                                          \
     DCPATTN_RS_N16(T, PT)                                                                                              \
     DCPATTN_RS_N32(T, PT)                                                                                              \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
@@ -485,6 +487,9 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     }
 DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
+// e4m3 x e4m3, narrow: m64nNk32, both operands K-major (FP8 wgmma has no transposed operand)
+DCPATTN_SS_N16(e4m3, "e4m3", 0, "k32", "")
+DCPATTN_SS_N32(e4m3, "e4m3", 0, "k32", "")
 #undef DCPATTN_MMAS
 #undef DCPATTN_SS_N16
 #undef DCPATTN_SS_N32
@@ -500,22 +505,6 @@ template <> __device__ __forceinline__ void wgmma_ss_n64<e4m3>(float (&d)[32], u
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " DCPATTN_D32 ", %32, %33, p, 1, 1;\n}\n"
                  : DCPATTN_F32(d, 0)
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-// The narrow shapes (m64nNk32, N = 16 or 32; TA = 0 only).
-template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 16, 0>(float (&d)[8], unsigned long long da,
-                                                                       unsigned long long db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
-                 : DCPATTN_F8(d, 0)
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_ss_narrow<e4m3, 32, 0>(float (&d)[16], unsigned long long da,
-                                                                       unsigned long long db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
-                 "%11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-                 : DCPATTN_F8(d, 0), DCPATTN_F8(d, 8)
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 #undef DCPATTN_F32
