@@ -145,9 +145,9 @@
 // 6 + w inside warpgroup w.
 //
 // (DIRECT: the Q tile's bytes hold Q's e4m3 hi and lo tiles, each nine SW64 blocks of M_TILE rows
-// x 64 bytes; the stages hold the raw tiles where the FP8 tile's raw blocks go.)
+// x 64 bytes; each stage holds two raw tiles, see MlaTraits::SLOTS and raw_at.)
 // Dynamic shared memory (bytes), as the generator computes it:
-//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + SLOTS*9*8 + 1024 (alignment slack)
 // (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
@@ -186,6 +186,10 @@ struct MlaTraits {
     // else an FP8 tile is converted in shared memory (convert_tile)
     static constexpr bool DIRECT = FP8 && NARROW && !SPARSE;
     static constexpr bool CONVERT = FP8 && !DIRECT;
+    // slots of the K stages: a tile t goes to slot t % SLOTS, in stage t % 2 (the stage of the
+    // warpgroup that computes its S); DIRECT: a raw tile takes half a stage, so each stage holds two
+    // (raw_at's half (t / 2) % 2), and tile t + 4 is on its way while t + 1 .. t + 3 are ahead
+    static constexpr int SLOTS = DIRECT ? 4 : 2, LOG_SLOTS = DIRECT ? 2 : 1;
     // the swizzle (bytes) of the TMA map that brings K (the generator's kv_swizzle, which the host encodes)
     static constexpr int KV_SWIZZLE = !FP8 ? 128 : DIRECT ? 64 : 0;
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
@@ -199,10 +203,12 @@ struct MlaTraits {
     static constexpr int TILE_BYTES = BLOCKS * BLOCK_BYTES;  // 73728
     // FP8: a tile lands as nine raw 4 KB blocks of 64 tokens x 64 bytes in its stage, blocks
     // 0-7 where the 16-bit blocks 0-3 go, block 8 where the 16-bit block 8 goes, and is
-    // converted in place into the stage's nine 16-bit blocks (see convert_tile)
+    // converted in place into the stage's nine 16-bit blocks (see convert_tile); DIRECT: the
+    // stage's other half (half 1) holds a second raw tile, blocks 0-7 where the 16-bit blocks
+    // 4-7 go and block 8 after the first one's
     static constexpr int RAW_BLOCK = 64 * 64;
-    static constexpr __device__ __forceinline__ int raw_at(int blk) {
-        return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
+    static constexpr __device__ __forceinline__ int raw_at(int blk, int half = 0) {
+        return blk < BLOCKS - 1 ? (blk + 8 * half) * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES + half * RAW_BLOCK;
     }
     // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's;
     // DIRECT: the same bytes hold Q as two e4m3 tiles, hi then lo, each nine SW64 blocks of
@@ -222,9 +228,9 @@ struct MlaTraits {
     static constexpr int P_BLOCK = NARROW && P_END > BLOCK_BYTES ? P_END : BLOCK_BYTES;
     static constexpr int SMEM_X = SMEM_P0 + P_BLOCK;                // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
-    static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
+    static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[SLOTS][BLOCKS]
     // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
-    static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
+    static constexpr int SMEM_SC = SMEM_BAR + SLOTS * BLOCKS * 8;
     static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
     // (narrow: P1 is read by warpgroup 1's own PV too, so stage 1's scales have a slot of their own)
     static constexpr __device__ __forceinline__ int scales_at(int stage) {
@@ -444,13 +450,13 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
 // threads of one warpgroup (tw): the V rows past a piece's last visible key, where unused slots
 // may hold NaN, which would survive P = 0. (Whole rows: the swizzle does not matter.)
 template <class Tr, int NB, bool RAW = false>
-__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw) {
+__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw, int half = 0) {
     const unsigned zero[4] = {0u, 0u, 0u, 0u};
     constexpr int LC = RAW ? 2 : 3, C = 1 << LC;  // chunks a row: 1 << LC
     static_assert((NB & (NB - 1)) == 0, "NB: a power of two");
     for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * C; idx += 128) {  // C chunks a row and block
         const int blk = blk0 + ((idx >> LC) & (NB - 1));
-        st_shared_u4(st + (RAW ? Tr::raw_at(blk) : blk * Tr::BLOCK_BYTES) + (r0 + (idx >> LC) / NB) * (16 * C) +
+        st_shared_u4(st + (RAW ? Tr::raw_at(blk, half) : blk * Tr::BLOCK_BYTES) + (r0 + (idx >> LC) / NB) * (16 * C) +
                          ((idx & (C - 1)) << 4),
                      zero);
     }
@@ -948,7 +954,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     const unsigned sQ = base + Tr::SMEM_Q, sK = base + Tr::SMEM_K;
     const unsigned bar_full = base + Tr::SMEM_BAR;  // + 8 * (BLOCKS * stage + block)
     // (computed where used: hoisted out of the loop, the addresses would take registers)
-    auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
+    auto full = [&](int slot, int blk) { return add_at(bar_full, 8 * (BLOCKS * slot + blk)); };
+    constexpr int SLOTS = Tr::SLOTS;
+    // tile t's slot, and where its raw block blk lies from sK (FP8; see MlaTraits::SLOTS)
+    auto slot = [](int t) { return t & (SLOTS - 1); };
+    auto raw_off = [](int t, int blk) { return (t & 1) * TILE_BYTES + Tr::raw_at(blk, (t >> 1) & (SLOTS / 2 - 1)); };
 
     // ---- which keys of which sequences: one (sequence, split) or the balanced schedule; sparse:
     // one query token (grid.x = batch * max_q_len slots, grid.y = blocks of 64 heads) ----
@@ -968,7 +978,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
         // (sparse: at block 0 the gather's, counting the producer's threads; at block 1 raw_free,
         // counting warpgroup 0's warps)
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)
+        for (int i = 0; i < Tr::SLOTS * BLOCKS; ++i)
             mbar_init(bar_full + 8 * i, !Tr::SPARSE            ? 1
                                         : i % BLOCKS == 1 ? Tr::MATH_THREADS / 2 / 32
                                                           : Tr::PRODUCER_THREADS);
@@ -990,7 +1000,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         setmaxnreg_inc<Tr::MATH_REGS>();
     }
     using Cta = typename type_if<Tr::SPARSE, SparseCta, AttnCta<GROUP, M_TILE, KV_TILE>>::type;
-    unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
+    unsigned phb = 0;  // bit s: parity of the next fill of slot s from before this segment
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
         auto make_cta = [&]() -> Cta {
             if constexpr (Tr::SPARSE)
@@ -1008,7 +1018,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
             const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
             // parity of the fill of tile t's stage that brings tile t
-            auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
+            auto parity = [&](int t) { return ((unsigned)(t >> Tr::LOG_SLOTS) ^ (phb >> slot(t))) & 1u; };
             tl.segment(n_tiles);
             // Timeline builds wait here for blocks [b0, b0 + nb) of tile t (sparse: the stage's one
             // mbarrier), so that waiting for bytes is a stage of its own, not part of the next
@@ -1017,7 +1027,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 if constexpr (Tr::SPARSE)
                     mbar_wait(full(t & 1, 0), parity(t));
                 else
-                    for (int b = b0; b < b0 + nb; ++b) mbar_wait(full(t & 1, b), parity(t));
+                    for (int b = b0; b < b0 + nb; ++b) mbar_wait(full(slot(t), b), parity(t));
 #endif
                 tl.mark(TL_WAIT_LOAD);
             };
@@ -1050,8 +1060,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 const int s = t & 1;
 #pragma unroll 1
                 for (int blk = first; blk < end; blk += step) {
-                    const unsigned bar = full(s, blk);
-                    const unsigned dst = sK + s * TILE_BYTES + (Tr::FP8 ? Tr::raw_at(blk) : blk * BLOCK_BYTES);
+                    const unsigned bar = full(slot(t), blk);
+                    const unsigned dst = sK + (Tr::FP8 ? raw_off(t, blk) : s * TILE_BYTES + blk * BLOCK_BYTES);
                     mbar_expect_tx(bar, DST);
 #pragma unroll 1
                     for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
@@ -1064,7 +1074,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
             };
             if (!Tr::SPARSE && tid == 0) {  // (sparse: the producer's)
-                for (int t = 0; t < 2 && t < n_tiles; ++t) {
+                for (int t = 0; t < SLOTS && t < n_tiles; ++t) {
                     TileSrc src;
                     lookup(t, src);
                     load(t, src, 0, BLOCKS, 1);
@@ -1181,7 +1191,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // Q's hi tile and its lo tile; `first`: the first overwrites S
             auto qk_e4m3 = [&](int t, int blk, bool first) {
                 if constexpr (Tr::DIRECT) {
-                    const unsigned kb = add_at(k8l, ((t & 1) * TILE_BYTES + Tr::raw_at(blk)) >> 4);
+                    const unsigned kb = add_at(k8l, raw_off(t, blk) >> 4);
 #pragma unroll
                     for (int i = 0; i < 4; ++i)  // k32 step i / 2 (32 bytes a step), Q's hi (i even) or lo tile
                         wgmma_ss_narrow<e4m3, Tr::M_TILE, 0>(
@@ -1196,7 +1206,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
                     const int blk = b0 + b;
-                    if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, blk), par);  // (else convert_tile waited)
+                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
 #pragma unroll
                     for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
                         const unsigned off = kstep(4 * blk + i);
@@ -1215,7 +1225,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
                 const unsigned kl = k_lo(t);
-                if constexpr (!Tr::CONVERT) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
+                if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
 #pragma unroll
                 for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
                     if constexpr (Tr::DIRECT)
@@ -1240,7 +1250,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             auto pv_direct = [&](int t, unsigned long long dpp) {
                 if constexpr (Tr::DIRECT) {
                     auto block = [&](int b, unsigned (&va)[4][4]) {
-                        sw64_e4m3_vt_frags(sK + (t & 1) * TILE_BYTES + Tr::raw_at(4 * wg + b), wi, lane, va);
+                        sw64_e4m3_vt_frags(sK + raw_off(t, 4 * wg + b), wi, lane, va);
                         fence_regs(va);  // (converted before the fence)
                         fence_regs(o);
                         wgmma_fence();
@@ -1309,8 +1319,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // the last visible key.
             auto zero_tail = [&](int t) {
 #pragma unroll 1
-                for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-                zero_v_rows<Tr, 4, Tr::DIRECT>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
+                for (int b = 0; b < 4; ++b) mbar_wait(full(slot(t), 4 * wg + b), parity(t));
+                zero_v_rows<Tr, 4, Tr::DIRECT>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw,
+                                               (t >> 1) & (SLOTS / 2 - 1));
                 fence_proxy_async();
                 wg_sync(wg);
             };
@@ -1480,13 +1491,15 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
             // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
             // it last, as soon as it is done with it.
-            TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (lane 0 of each warp)
+            TileSrc pg0, pg1;  // where tiles t0 + SLOTS and t0 + 1 + SLOTS come from (lane 0 of each warp)
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
+                // the tiles that refill the slots of t0 and t1 (SLOTS 2: t0 + 2 and t0 + 3)
+                const bool fill0 = t0 + SLOTS < n_tiles, fill1 = t0 + 1 + SLOTS < n_tiles;
                 if (!Tr::SPARSE && elected) {
-                    if (next0) lookup(t0 + 2, pg0);
-                    if (next1) lookup(t0 + 3, pg1);
+                    if (fill0) lookup(t0 + SLOTS, pg0);
+                    if (fill1) lookup(t0 + 1 + SLOTS, pg1);
                 }
                 if (!Tr::CONVERT && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
                     zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
@@ -1505,8 +1518,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     fence_regs(o);
                     if constexpr (Tr::SPARSE) {
                         if (next0) release(0);  // blocks 0-3 and 8 of stage 0 are read
-                    } else if (elected && next0) {
-                        refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
+                    } else if (elected && fill0) {
+                        refill(t0 + SLOTS, pg0, 0, N0);  // blocks 0-3 of t0's slot are read
                     }
                     tl.mark(TL_PV);
                     if (has1) {
@@ -1537,9 +1550,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         qk_blocks(t0 + 2, 0, true);
                         wgmma_commit();
                     }
-                    if (!Tr::SPARSE && next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
+                    if (!Tr::SPARSE && fill1) {  // blocks 0-3 of t1's slot are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if (elected) refill(t0 + 3, pg1, 0, N0);
+                        if (elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);
@@ -1588,12 +1601,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (!Tr::CONVERT && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (!Tr::CONVERT && elected && fill0) refill(t0 + SLOTS, pg0, 4, 5);  // blocks 4-8 of t0's slot are read
                     tl.mark(TL_PV);
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (!Tr::CONVERT && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (!Tr::CONVERT && elected && fill1) refill(t0 + 1 + SLOTS, pg1, 4, 5);  // blocks 4-8 of t1's slot are read
                         tl.mark(TL_PV);
                     }
                 }
@@ -1623,7 +1636,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
                 tl.mark(TL_EPILOGUE);
             }
-            phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
+            unsigned fills = 0;  // bit k: slot k took an odd number of fills, (n_tiles - k + SLOTS - 1) / SLOTS
+#pragma unroll
+            for (int k = 0; k < SLOTS; ++k) fills |= (unsigned)(((n_tiles - k + SLOTS - 1) >> Tr::LOG_SLOTS) & 1) << k;
+            phb ^= fills;
         }
         if constexpr (!BALANCED)
             break;

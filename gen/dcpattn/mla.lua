@@ -79,15 +79,18 @@ function M.traits(spec)
     -- narrow tiles 64 (the tile stays e4m3 in shared memory, read by wgmma and ldmatrix), on the
     -- 64-row tile none (the kernel converts it into a swizzled 16-bit tile)
     local kv_swizzle = spec.kv_dtype ~= "e4m3" and 128 or m < 64 and 64 or 0
+    -- slots of the K stages (a raw e4m3 tile on a narrow tile takes half a stage: two a stage),
+    -- each with an mbarrier per 64-channel column block
+    local slots = kv_swizzle == 64 and 2 * STAGES or STAGES
     return {
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
         kv_swizzle = kv_swizzle,
         stages = STAGES,
         -- Q tile + K stages + P + row max/sum + flags + mbarriers (one per column block of each
-        -- stage) + 1024-byte alignment slack
+        -- slot) + 1024-byte alignment slack
         smem = m * M.DQK * esize + STAGES * tile + p_block + 2 * 64 * 4 + 16
-            + STAGES * (M.DQK // 64) * 8 + 1024,
+            + slots * (M.DQK // 64) * 8 + 1024,
     }
 end
 
