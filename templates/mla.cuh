@@ -1017,7 +1017,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         if (!cta.empty()) {
             const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
             const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
-            // parity of the fill of tile t's stage that brings tile t
+            // parity of the fill of tile t's slot that brings tile t
             auto parity = [&](int t) { return ((unsigned)(t >> Tr::LOG_SLOTS) ^ (phb >> slot(t))) & 1u; };
             tl.segment(n_tiles);
             // Timeline builds wait here for blocks [b0, b0 + nb) of tile t (sparse: the stage's one
@@ -1185,7 +1185,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             auto refill = [&](int t, const TileSrc &src, int b0, int nb) { load(t, src, b0 + wi, b0 + nb, 4); };
             // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
             // waited for as it lands; `first`: the first k-step overwrites S
-            // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
+            // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
             // DIRECT: S^T += K Q^T over raw block blk of tile t, two k32 steps of e4m3 wgmmas against
             // Q's hi tile and its lo tile; `first`: the first overwrites S
