@@ -90,9 +90,10 @@
 // FP8 on the narrow tiles (MlaTraits DIRECT: an e4m3 cache, at most 32 packed rows, dense): the
 // tile stays e4m3 where it lands, nine raw blocks in TMA's 64-byte swizzle (the host encodes the
 // generator's kv_swizzle, 64), and both MMAs read it there. S^T = K Q^T runs on e4m3 (m64nNk32,
-// qk_e4m3): K as it landed, and Q, once per CTA, as two e4m3 tiles hi and lo (q_tile_to_e4m3;
-// hi + lo hold a bf16 element exactly down to 2^-9 of the tile's largest, as GQA's e4m3 Q does),
-// 2 x 9 x 2 wgmmas a tile, each as long as one of the 16-bit tile's 36. PV takes V^T's A operand in
+// qk_e4m3): K as it landed, and Q, once per CTA, in e4m3 parts hi and lo (q_tile_to_e4m3; hi +
+// lo hold a bf16 element exactly down to 2^-9 of the tile's largest, as GQA's e4m3 Q does), the
+// hi rows and the lo rows stacked as one B operand of 2 M_TILE rows, so that each of a tile's 18
+// wgmmas reads its K block once, and softmax_narrow adds the two halves of S. PV takes V^T's A operand in
 // registers: each warpgroup reads its V half of every tile by ldmatrix .trans and converts it to
 // fp16 there (pv_direct, sw64_e4m3_vt_frags), so no warpgroup converts a whole tile in shared
 // memory on its path, and a tile's bytes cross shared memory once (the 16-bit conversion wrote
@@ -195,6 +196,9 @@ struct MlaTraits {
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
     // the query rows whose max and sum it keeps
     static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
+    // S's accumulators as the MMAs leave them (DIRECT: S^T against Q's hi rows, then its lo rows,
+    // added up by softmax_narrow)
+    static constexpr int SACC = DIRECT ? 2 * S_REGS : S_REGS;
     static constexpr int ROWS = NARROW ? M_TILE / 4 : 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
@@ -211,9 +215,9 @@ struct MlaTraits {
         return blk < BLOCKS - 1 ? (blk + 8 * half) * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES + half * RAW_BLOCK;
     }
     // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's;
-    // DIRECT: the same bytes hold Q as two e4m3 tiles, hi then lo, each nine SW64 blocks of
-    // M_TILE rows x 64 bytes (Q8_BLOCK)
-    static constexpr int Q_BLOCK = M_TILE * 128, Q8_BLOCK = M_TILE * 64;
+    // DIRECT: the same bytes hold Q in e4m3, nine SW64 blocks (Q8_BLOCK bytes) of 2 M_TILE rows x
+    // 64 bytes, row r's hi part at row r and its lo part at row M_TILE + r
+    static constexpr int Q_BLOCK = M_TILE * 128, Q8_BLOCK = 2 * M_TILE * 64;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
@@ -410,13 +414,13 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
 }
 
 // DIRECT (FP8 on a dense narrow tile): the landed Q tile at sQ (T, 128-byte swizzled) times 2^-e
-// as two e4m3 tiles, hi at sQ and lo at sQ + 9 Q8_BLOCK, with e such that the tile's largest
-// magnitude lies in [2^7, 2^8) (hi never saturates; hi + lo hold each element as GQA's e4m3 Q
-// does, gqa.cuh q_tile_to_e4m3). Each is nine column blocks of M_TILE rows x 64 bytes, 64-byte
-// swizzled (sw64_desc): the K-major B operand of S's e4m3 wgmma. Every thread's chunks are read
-// before any is written (the e4m3 tiles take the same bytes). Returns 2^e, by which the scores
-// are then scaled; ends with the tiles visible to wgmma (the caller's barrier makes them every
-// thread's).
+// as e4m3 pairs hi and lo, with e such that the tile's largest magnitude lies in [2^7, 2^8) (hi
+// never saturates; hi + lo hold each element as GQA's e4m3 Q does, gqa.cuh q_tile_to_e4m3): nine
+// column blocks of 2 M_TILE rows x 64 bytes, 64-byte swizzled (sw64_desc), row r's hi at row r
+// and its lo at row M_TILE + r, the K-major B operand (N = 2 M_TILE) of S's e4m3 wgmma, which so
+// reads each K tile once for both. Every thread's chunks are read before any is written (the
+// e4m3 tile takes the same bytes). Returns 2^e, by which the scores are then scaled; ends with the
+// tile visible to wgmma (the caller's barrier makes it every thread's).
 template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, unsigned *red, int tid) {
     using T = typename Tr::T;
     constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
@@ -437,9 +441,11 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ,
 #pragma unroll
         for (int k = 0; k < 4; ++k)
             f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        const unsigned a = sQ + blk * Tr::Q8_BLOCK + r * 64 + ((((c >> 1) ^ (r >> 1)) & 3) << 4) + (c & 1) * 8;
-        st_shared_u2(a, hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
-        st_shared_u2(a + (Tr::BLOCKS * Tr::Q8_BLOCK), lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
+        auto at = [&](int row) {  // row `row` of the block, the chunk of channels 8 c ..
+            return sQ + blk * Tr::Q8_BLOCK + row * 64 + ((((c >> 1) ^ (row >> 1)) & 3) << 4) + (c & 1) * 8;
+        };
+        st_shared_u2(at(r), hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
+        st_shared_u2(at(Tr::M_TILE + r), lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
     }
     fence_proxy_async();
     return exp2i(e);
@@ -1140,7 +1146,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
             for (int c = 0; c < Tr::ROWS; ++c) mr[c] = neg_inf(), lr[c] = 0.f;
             float &m_lo = mr[0], &m_hi = mr[1], &l_lo = lr[0], &l_hi = lr[1];
-            float sacc[Tr::S_REGS];
+            float sacc[Tr::SACC];
             unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
@@ -1187,18 +1193,20 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
-            // DIRECT: S^T += K Q^T over raw block blk of tile t, two k32 steps of e4m3 wgmmas against
-            // Q's hi tile and its lo tile; `first`: the first overwrites S
+            // DIRECT: S^T += K [Q_hi; Q_lo]^T over raw block blk of tile t, two k32 steps of e4m3
+            // wgmmas of N = 2 M_TILE; `first`: the first overwrites S
             auto qk_e4m3 = [&](int t, int blk, bool first) {
                 if constexpr (Tr::DIRECT) {
                     const unsigned kb = add_at(k8l, raw_off(t, blk) >> 4);
 #pragma unroll
-                    for (int i = 0; i < 4; ++i)  // k32 step i / 2 (32 bytes a step), Q's hi (i even) or lo tile
-                        wgmma_ss_narrow<e4m3, Tr::M_TILE, 0>(
-                            sacc, desc_at(add_at(kb, (i >> 1) * 2), d8hi),
-                            desc_at(add_at(q8l, ((i & 1) * BLOCKS * Tr::Q8_BLOCK + blk * Tr::Q8_BLOCK + (i >> 1) * 32) >> 4),
-                                    d8hi),
-                            first && i == 0 ? 0 : 1);
+                    for (int i = 0; i < 2; ++i) {  // k32 step i (32 bytes a step)
+                        const unsigned long long da = desc_at(add_at(kb, i * 2), d8hi);
+                        const unsigned long long db = desc_at(add_at(q8l, (blk * Tr::Q8_BLOCK + i * 32) >> 4), d8hi);
+                        if constexpr (Tr::M_TILE == 16)
+                            wgmma_ss_narrow<e4m3, 32, 0>(sacc, da, db, first && i == 0 ? 0 : 1);
+                        else
+                            wgmma_ss_n64<e4m3>(sacc, da, db, first && i == 0 ? 0 : 1);
+                    }
                 }
             };
             auto qk_blocks = [&](int t, int b0, bool first) {
@@ -1336,6 +1344,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // when the reference moves. P goes to pa in accumulator pairs (one key, rows c and c + 1), for store_p.
             auto softmax_narrow = [&](int t) -> bool {
                 constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
+                if constexpr (Tr::DIRECT)  // S = S against Q's hi rows + S against its lo rows
+#pragma unroll
+                    for (int j = 0; j < Tr::S_REGS; ++j) sacc[j] += sacc[j + Tr::S_REGS];
                 const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
                 float mx[NR];

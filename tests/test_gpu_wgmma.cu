@@ -13,8 +13,8 @@
      4. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
         (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
      5. an e4m3 cache on the narrow tiles (mla.cuh, "FP8 on the narrow tiles"): S^T = K Q^T on
-        e4m3 (m64n16k32, m64n32k32), K and Q K-major in 64-byte swizzle (sw64_desc) as TMA lays
-        the stage and q_tile_to_e4m3 the Q tiles;
+        e4m3 (m64n16k32 .. m64n64k32: Q's hi and lo rows stacked), K and Q K-major in 64-byte
+        swizzle (sw64_desc) as TMA lays the stage and q_tile_to_e4m3 the Q tile;
      6. and its O^T = V^T P^T: V^T's fp16 A fragments from the e4m3 stage by ldmatrix .trans
         (sw64_e4m3_vt_frags), P (fp16) K-major SW128, the rows in its channel order (row
         16 w + g + 8 h is channel 16 w + 2 g + h);
@@ -157,13 +157,17 @@ __global__ void __launch_bounds__(128) e4m3_kernel(const unsigned char *a, const
     fence_regs(va);
     fence_regs(acc);
     wgmma_fence();
-    if (PV) {
+    if constexpr (PV) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) wgmma_rs_narrow<fp16, N>(acc, va[kk], sw128_desc(sb + kk * 32, 16, 1024));
     } else {
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk)
-            wgmma_ss_narrow<e4m3, N, 0>(acc, sw64_desc(sa + kk * 32), sw64_desc(sb + kk * 32), kk > 0);
+        for (int kk = 0; kk < 2; ++kk) {
+            if constexpr (N == 64)  // (Q's hi and lo rows of a 32-row tile, stacked)
+                wgmma_ss_n64<e4m3>(acc, sw64_desc(sa + kk * 32), sw64_desc(sb + kk * 32), kk > 0);
+            else
+                wgmma_ss_narrow<e4m3, N, 0>(acc, sw64_desc(sa + kk * 32), sw64_desc(sb + kk * 32), kk > 0);
+        }
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -269,12 +273,14 @@ template <int N> static void test_e4m3(void) {
     run_case(what, k, sizeof k, q8, sizeof q8, want, KEYS * N, [](void *a, void *b, float *d) {
         e4m3_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
     });
-    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
-            [&](int c, int key) { return qi[c * 64 + key]; });
-    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
-    run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
-        e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
-    });
+    if constexpr (N <= 32) {  // (PV: at most 32 query rows)
+        product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+                [&](int c, int key) { return qi[c * 64 + key]; });
+        snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
+        run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
+            e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+        });
+    }
 }
 
 // the 64-row tile's P store
@@ -318,6 +324,7 @@ int main(void) {
     cudaFuncSetAttribute(e4m3_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(e4m3_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(e4m3_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(e4m3_kernel<64, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
@@ -327,6 +334,7 @@ int main(void) {
         test_bf16<32>();
         test_e4m3<16>();
         test_e4m3<32>();
+        test_e4m3<64>();
         test_stsm();
         test_stsm_narrow<16>();
         test_stsm_narrow<32>();
