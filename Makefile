@@ -100,11 +100,16 @@ $(BUILD)/sched_model: tests/sched_model.c templates/sched.cuh $(HEADER) | $(BUIL
 	@echo "  CC      $@"
 	$(Q)$(CC) $(HOSTFLAGS) $< -o $@ $(HOSTLIBS)
 
-# the AOT step's compiler with the kernels' stage timeline compiled in (DCPATTN_TIMELINE), for
-# tests/sass_loops.sh --timeline: what the marks cost a tile loop
+# Timeline builds: the same sources with the kernels' stage timeline compiled in
+# (DCPATTN_TIMELINE, templates/timeline.cuh): its test, the benchmark (docs/performance.md,
+# "Timeline") and the AOT step's compiler, for tests/sass_loops.sh --timeline (what the marks
+# cost a tile loop)
+TIMELINE_BUILDS := $(BUILD)/test_timeline $(BUILD)/bench_timeline $(BUILD)/aot_build_timeline
+$(TIMELINE_BUILDS): DEFS += -DDCPATTN_TIMELINE
+$(BUILD)/test_timeline: templates/timeline.cuh
 $(BUILD)/aot_build_timeline: examples/aot_build.c $(HEADER) | $(BUILD) deps
 	@echo "  CC      $@"
-	$(Q)$(CC) $(HOSTFLAGS) -DDCPATTN_TIMELINE -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
+	$(Q)$(CC) $(HOSTFLAGS) -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
 
 # ---- AOT: the CLI renders the default set; the library precompiles it (one lookup path) ----
 $(BUILD)/gen.stamp: $(GEN_SRC) $(TEMPLATES) $(HEADER) | $(BUILD) deps
@@ -137,10 +142,6 @@ $(BUILD)/test_cache_tsan: tests/test_cache.c $(HEADER) tests/check.h | $(BUILD) 
 	@echo "  CC      $@ (ThreadSanitizer)"
 	$(Q)$(CC) -std=c99 $(WARN) -O1 -g -fsanitize=thread -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) $< -o $@ $(HOSTLIBS)
 
-$(BUILD)/test_timeline: tests/test_timeline.c $(HEADER) templates/timeline.cuh tests/check.h | $(BUILD) deps
-	@echo "  CC      $@ (DCPATTN_TIMELINE)"
-	$(Q)$(CC) $(HOSTFLAGS) -DDCPATTN_TIMELINE -Itests $< -o $@ $(HOSTLIBS) $(CUDART)
-
 $(BUILD)/test_header_c: tests/test_header.c $(HEADER) | $(BUILD) deps
 	@echo "  CC      $@ (C99 -Wall -Wextra -Werror; also with DCPATTN_TIMELINE)"
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic -Iinclude -c tests/test_header.c -o $@.api.o
@@ -164,16 +165,10 @@ limits: deps
 	$(Q)$(LUA) gen/dcpattn-gen -v --limits $(HEADER)
 
 # the benchmark is CUDA C++ (its ceiling kernel and cuBLAS GEMM), built with nvcc
-$(BUILD)/bench: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
+$(BUILD)/bench $(BUILD)/bench_timeline: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
 	  $< -o $@ $(HOSTLIBS) -lcublas
-
-# the same with the MLA kernels' stage timeline (templates/timeline.cuh; docs/performance.md "Timeline")
-$(BUILD)/bench_timeline: examples/bench.cu $(HEADER) tests/ref.h tests/gpu_util.h | $(BUILD) deps
-	@echo "  NVCC    $@"
-	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Itests $(LUA_CFLAGS) $(DEFS) \
-	  -DDCPATTN_TIMELINE $< -o $@ $(HOSTLIBS) -lcublas
 
 # the wgmma layouts the narrow MLA tiles assume (CUDA C++ on the templates' wrappers, sm_90a)
 $(BUILD)/test_gpu_wgmma: tests/test_gpu_wgmma.cu templates/ptx.cuh templates/common.cuh tests/check.h | $(BUILD) deps

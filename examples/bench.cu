@@ -231,6 +231,8 @@ static std::string print_timeline(const char *key, const dcpattn_attn_plan *plan
     CUDA_OK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemset(d, 0, bytes));
     for (int role = 0; role < ROLES; role++) {
+        /* one role's records summed over the CTAs that finished a launch, then the figures that
+           both the printed line and the JSON show: per CTA and launch, and per tile */
         double sum[WORDS] = {0};
         long long ctas = 0;
         for (size_t c = 0; c < bytes / (8 * WORDS * ROLES); c++) {
@@ -240,25 +242,30 @@ static std::string print_timeline(const char *key, const dcpattn_attn_plan *plan
             for (int i = 0; i < WORDS; i++) sum[i] += (double)w[i];
         }
         if (!ctas || sum[1] <= 0) continue;
-        const double launches = sum[WORDS - 1];
-        double marked = 0;
-        char buf[256];
+        const double launches = sum[WORDS - 1], cycles = sum[0] / launches, tiles = sum[1] / launches,
+                     segments = sum[2] / launches;
+        double per_tile[STAGES], marked = 0;
+        for (int i = 0; i < STAGES; i++) per_tile[i] = sum[3 + i] / sum[1], marked += sum[3 + i];
+        const double after = (sum[0] - marked) / sum[1];
+
         printf("       timeline %s, warpgroup %d, %lld CTAs x %.0f launches: %.0f cycles, %.1f tiles, %.1f segments "
                "a CTA and launch; cycles a tile:",
-               key, role, ctas, launches / (double)ctas, sum[0] / launches, sum[1] / launches, sum[2] / launches);
+               key, role, ctas, launches / (double)ctas, cycles, tiles, segments);
+        for (int i = 0; i < STAGES; i++)
+            if (per_tile[i] > 0) printf(" %s %.0f", names[i], per_tile[i]);
+        printf(", after the last mark %.0f\n", after);
+
+        char buf[256];
         snprintf(buf, sizeof buf,
                  "%s{\"warpgroup\": %d, \"ctas\": %lld, \"cycles\": %.0f, \"tiles\": %.2f, \"segments\": %.2f, "
                  "\"per_tile\": {",
-                 json.empty() ? "[" : ", ", role, ctas, sum[0] / launches, sum[1] / launches, sum[2] / launches);
+                 json.empty() ? "[" : ", ", role, ctas, cycles, tiles, segments);
         json += buf;
         for (int i = 0; i < STAGES; i++) {
-            marked += sum[3 + i];
-            if (sum[3 + i] > 0) printf(" %s %.0f", names[i], sum[3 + i] / sum[1]);
-            snprintf(buf, sizeof buf, "%s\"%s\": %.1f", i ? ", " : "", names[i], sum[3 + i] / sum[1]);
+            snprintf(buf, sizeof buf, "%s\"%s\": %.1f", i ? ", " : "", names[i], per_tile[i]);
             json += buf;
         }
-        printf(", after the last mark %.0f\n", (sum[0] - marked) / sum[1]);
-        snprintf(buf, sizeof buf, "}, \"after_last_mark\": %.1f}", (sum[0] - marked) / sum[1]);
+        snprintf(buf, sizeof buf, "}, \"after_last_mark\": %.1f}", after);
         json += buf;
     }
     if (!json.empty()) json += "]";

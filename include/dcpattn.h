@@ -452,9 +452,9 @@ DCPATTN_API const char *dcpattn_attn_variant(const dcpattn_attn_plan *plan);
 /* Timeline builds only (see CONFIGURATION MACROS): the device address and size of the records
    that the plan's kernel module keeps (templates/timeline.cuh): for each CTA (x fastest, then y,
    z; the first DCPATTN_TIMELINE_CTAS) DCPATTN_TIMELINE_ROLES records, one per warpgroup, of
-   DCPATTN_TIMELINE_WORDS uint64 counters summed over the launches since they were last cleared: SM cycles in all, KV tiles, segments, the cycles of
-   each stage named in DCPATTN_TIMELINE_STAGES, in that order, and the launches in the last
-   word. The caller reads and clears them (cudaMemcpy, cudaMemset) between launches.
+   DCPATTN_TIMELINE_WORDS uint64 counters summed over the launches since they were last
+   cleared: SM cycles in all, KV tiles, segments, the cycles of each stage named in
+   DCPATTN_TIMELINE_STAGES, in that order, and the launches in the last word. The caller reads and clears them (cudaMemcpy, cudaMemset) between launches.
    DCPATTN_STATUS_UNSUPPORTED for a variant whose kernel keeps none (the attention kernels of
    templates/mla.cuh and templates/gqa.cuh do; the mma.sync sparse kernel does not). */
 #define DCPATTN_TIMELINE_CTAS 4096
@@ -642,7 +642,7 @@ extern "C" {
     } dcpattn_merge_kparams;                                                          \
     /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
        and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
-       (publication flag, schedule values) */                                         \
+       (the publication flag; the rest spare) */                                      \
     enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \

@@ -347,24 +347,11 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
             }
         }
         __syncthreads();
-        // Through this CTA's words of global memory: ptxas takes a value read from shared memory
-        // for one that may differ between the lanes, and serializes every wgmma behind a branch on
-        // it; a global load from one address it does not.
-        unsigned long long *g = words(p);
-        if (tid == 0) {
-            g[0] = l0 < h0 ? (unsigned long long)scratch[32] : 0ull;
-            g[1] = l0 < h0 ? (unsigned long long)scratch[33] : 0ull;
-            g[2] = (unsigned long long)l0;
-            g[3] = (unsigned long long)h0;
-            g[4] = (unsigned long long)tot;
-        }
-        __syncthreads();
-        const volatile unsigned long long *gv = g;
-        b = (int)gv[0];
-        const long long s = (long long)gv[1];
-        lo = (long long)gv[2];
-        hi = (long long)gv[3];
-        U = (long long)gv[4];
+        lo = warp_uniform(l0);
+        hi = warp_uniform(h0);
+        U = warp_uniform(tot);
+        b = warp_uniform(l0 < h0 ? (int)scratch[32] : 0);
+        const long long s = warp_uniform(l0 < h0 ? scratch[33] : 0ll);
         if (lo >= hi) return false;
         seq(p, b, rt, u);
         z = (int)((lo - s) / u);

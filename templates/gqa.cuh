@@ -1091,13 +1091,10 @@ template <class Tr> __device__ __forceinline__ void gqa_decode(const dcpattn_att
     if (cta.empty()) return;
     cta.find_keys();
     const AttnSmem sm = align_smem<Tr::WG ? 1024u : 1u>(gqa_smem_raw);
-    if constexpr (Tr::PRODUCER)
-        if (cta.nrows - cta.row0 <= Tr::M_TILE / 2) {
-            gqa_segment<Tr, false, true>(p, cta, blockIdx.y, 0, sm, tl);
-            tl.finish();
-            return;
-        }
-    gqa_segment<Tr, false, false>(p, cta, blockIdx.y, 0, sm, tl);
+    if (Tr::PRODUCER && cta.nrows - cta.row0 <= Tr::M_TILE / 2)
+        gqa_segment<Tr, false, Tr::PRODUCER>(p, cta, blockIdx.y, 0, sm, tl);  // (stacked)
+    else
+        gqa_segment<Tr, false, false>(p, cta, blockIdx.y, 0, sm, tl);
     tl.finish();
 }
 

@@ -746,7 +746,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS >= 6, "the flag and 5 schedule values");
+    static_assert(DCPATTN_BAL_WORDS >= 1, "the flag");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
@@ -794,25 +794,12 @@ struct MlaSchedule {
         }
         fence_proxy_async();  // (TMA writes these bytes next)
         __syncthreads();
-        // Through this CTA's words of global memory: ptxas takes a value read from shared memory
-        // (even through a shuffle) for one that may differ between the lanes, and serializes
-        // every wgmma behind a branch on it; a global load from one address it does not.
-        unsigned long long *g = words(p, blockIdx.x);
-        if (tid == 0) {
-            const bool any = lo < hi;  // (else words 257-258 were not written)
-            g[1] = any ? (unsigned long long)scratch[257] : 0ull;
-            g[2] = any ? (unsigned long long)scratch[258] : 0ull;
-            g[3] = (unsigned long long)lo;
-            g[4] = (unsigned long long)hi;
-            g[5] = (unsigned long long)total;
-        }
-        __syncthreads();
-        const volatile unsigned long long *gv = g;
-        b = (int)gv[1];
-        s = (long long)gv[2];
-        lo = (long long)gv[3];
-        hi = (long long)gv[4];
-        U = (long long)gv[5];
+        const bool any = lo < hi;  // (else words 257-258 were not written)
+        b = warp_uniform(any ? (int)scratch[257] : 0);
+        s = warp_uniform(any ? scratch[258] : 0ll);
+        lo = warp_uniform(lo);
+        hi = warp_uniform(hi);
+        U = warp_uniform(total);
         u = units(p, b);
         return lo < hi;
     }
@@ -831,7 +818,7 @@ struct MlaSchedule {
         s -= u;
         return true;
     }
-    // The 8 words of CTA (w, blockIdx.z): its publication flag, then this schedule's values.
+    // The words of CTA (w, blockIdx.z): its publication flag first.
     static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
         return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
     }

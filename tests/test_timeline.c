@@ -175,7 +175,8 @@ int main(void) {
         records = NULL;
         bytes = 0;
         CHECK(dcpattn_attn_timeline(plan, &records, &bytes) == DCPATTN_STATUS_SUCCESS &&
-                  (uintptr_t)records == fake_records && bytes == (size_t)DCPATTN_TIMELINE_CTAS * DCPATTN_TIMELINE_ROLES * DCPATTN_TIMELINE_WORDS * 8u,
+                  (uintptr_t)records == fake_records &&
+                  bytes == (size_t)DCPATTN_TIMELINE_CTAS * DCPATTN_TIMELINE_ROLES * DCPATTN_TIMELINE_WORDS * 8u,
               "records %p, %zu bytes: %s", records, bytes, dcpattn_last_error());
         plan->attn->module = NULL;
         ctx->compile_only = 1; /* nothing was loaded: destroy must not unload */
