@@ -89,15 +89,15 @@
 //
 // FP8 on the narrow tiles (MlaTraits DIRECT: an e4m3 cache, at most 32 packed rows, dense): the
 // tile stays e4m3 where it lands, nine raw blocks in TMA's 64-byte swizzle (the host encodes the
-// generator's kv_swizzle, 64), and both MMAs read it there. S^T = K Q^T runs on e4m3 (m64nNk32,
-// qk_e4m3): K as it landed, and Q, once per CTA, in e4m3 parts hi and lo (q_tile_to_e4m3; hi +
-// lo hold a bf16 element exactly down to 2^-9 of the tile's largest, as GQA's e4m3 Q does), the
-// hi rows and the lo rows stacked as one B operand of 2 M_TILE rows, so that each of a tile's 18
-// wgmmas reads its K block once, and softmax_narrow adds the two halves of S. PV takes V^T's A operand in
-// registers: each warpgroup reads its V half of every tile by ldmatrix .trans and converts it to
-// fp16 there (pv_direct, sw64_e4m3_vt_frags), so no warpgroup converts a whole tile in shared
-// memory on its path, and a tile's bytes cross shared memory once (the 16-bit conversion wrote
-// 72 KB and the MMAs read them back). Its rows then hold the channels in the order that
+// generator's kv_swizzle, 64), and both MMAs take their e4m3 operand from there into registers,
+// converted to fp16 (one cvt a pair): S^T = K Q^T reads each block of K by ldmatrix (qk_direct,
+// sw64_e4m3_k_frags) as the A operand of fp16 wgmmas whose B is the Q tile in fp16, its channels
+// in the order those fragments hold them (q_tile_to_fp16_k16, k16_channel); PV reads the
+// warpgroup's V half by ldmatrix .trans (pv_direct, sw64_e4m3_vt_frags). So no warpgroup converts
+// a whole tile in shared memory on its path, and a tile's bytes cross shared memory once (the
+// 16-bit conversion wrote 72 KB and the MMAs read them back). (S on e4m3 wgmmas, Q split into
+// e4m3 hi + lo, missed the lse tolerance: Hopper's FP8 MMAs accumulate 576 channels with fewer
+// bits than fp32; docs/performance.md.) Its rows then hold the channels in the order that
 // ldmatrix gives them (row g of a warp's 16 is channel 2 g, row g + 8 channel 2 g + 1), which
 // store_narrow follows. The loads, refills, zero_tail and barriers are the 16-bit tile's.
 //
@@ -145,8 +145,8 @@
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
 // 6 + w inside warpgroup w.
 //
-// (DIRECT: the Q tile's bytes hold Q's e4m3 hi and lo tiles, each nine SW64 blocks of M_TILE rows
-// x 64 bytes; each stage holds two raw tiles, see MlaTraits::SLOTS and raw_at.)
+// (DIRECT: the Q tile's channels in k16_channel's order inside each 16; each stage holds two raw
+// tiles, see MlaTraits::SLOTS and raw_at.)
 // Dynamic shared memory (bytes), as the generator computes it:
 //     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + SLOTS*9*8 + 1024 (alignment slack)
 // (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
@@ -196,9 +196,6 @@ struct MlaTraits {
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
     // the query rows whose max and sum it keeps
     static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
-    // S's accumulators as the MMAs leave them (DIRECT: S^T against Q's hi rows, then its lo rows,
-    // added up by softmax_narrow)
-    static constexpr int SACC = DIRECT ? 2 * S_REGS : S_REGS;
     static constexpr int ROWS = NARROW ? M_TILE / 4 : 2;
     static constexpr float MAX_SLACK = 8.f;  // log2 units a tile's row max may top the running max
     static constexpr int CHUNKS = DQK / 8;                   // 16-byte chunks per row
@@ -214,10 +211,8 @@ struct MlaTraits {
     static constexpr __device__ __forceinline__ int raw_at(int blk, int half = 0) {
         return blk < BLOCKS - 1 ? (blk + 8 * half) * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES + half * RAW_BLOCK;
     }
-    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's;
-    // DIRECT: the same bytes hold Q in e4m3, nine SW64 blocks (Q8_BLOCK bytes) of 2 M_TILE rows x
-    // 64 bytes, row r's hi part at row r and its lo part at row M_TILE + r
-    static constexpr int Q_BLOCK = M_TILE * 128, Q8_BLOCK = 2 * M_TILE * 64;
+    // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's
+    static constexpr int Q_BLOCK = M_TILE * 128;
     static constexpr int SMEM_Q = 0;
     static constexpr int SMEM_K = BLOCKS * Q_BLOCK;
     static constexpr int SMEM_P0 = SMEM_K + STAGES * TILE_BYTES;    // P of warpgroup 0 (A tile, 64 x 64)
@@ -369,7 +364,7 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
 
 // FP8 cache: the exponent e that puts the largest magnitude of the landed Q tile at sQ (T) in
 // [2^top, 2^(top + 1)) (attn.cuh, q_exponent). Each thread reads the 16-byte chunks tid, tid +
-// 256, .. (the passes of q_tile_to_fp16 and q_tile_to_e4m3 below); the warps' maxima meet in red
+// 256, .. (the passes of q_tile_to_fp16 below); the warps' maxima meet in red
 // (8 words no one else uses meanwhile).
 template <class Tr> __device__ __forceinline__ int q_tile_exponent(unsigned sQ, unsigned *red, int tid, int top) {
     constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
@@ -413,39 +408,41 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return exp2i(e);
 }
 
-// DIRECT (FP8 on a dense narrow tile): the landed Q tile at sQ (T, 128-byte swizzled) times 2^-e
-// as e4m3 pairs hi and lo, with e such that the tile's largest magnitude lies in [2^7, 2^8) (hi
-// never saturates; hi + lo hold each element as GQA's e4m3 Q does, gqa.cuh q_tile_to_e4m3): nine
-// column blocks of 2 M_TILE rows x 64 bytes, 64-byte swizzled (sw64_desc), row r's hi at row r
-// and its lo at row M_TILE + r, the K-major B operand (N = 2 M_TILE) of S's e4m3 wgmma, which so
-// reads each K tile once for both. Every thread's chunks are read before any is written (the
-// e4m3 tile takes the same bytes). Returns 2^e, by which the scores are then scaled; ends with the
-// tile visible to wgmma (the caller's barrier makes it every thread's).
-template <class Tr> __device__ __forceinline__ float q_tile_to_e4m3(unsigned sQ, unsigned *red, int tid) {
-    using T = typename Tr::T;
-    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
-    constexpr int N = (ALL + THREADS - 1) / THREADS;
-    const int e = q_tile_exponent<Tr>(sQ, red, tid, 7);
+// DIRECT (FP8 on a dense narrow tile): the landed Q tile at sQ (T, 128-byte swizzled) in fp16 in
+// place (bf16: times 2^-e, as q_tile_to_fp16), each 16 channels in k16_channel's order, the
+// order in which S's A fragments of K hold them (sw64_e4m3_k_frags): of a 16-channel group's
+// fp16 pairs 0-7 (two 16-byte chunks, a and b), the first chunk takes pairs 0, 2, 4, 6 and the
+// second 1, 3, 5, 7. The two chunks of a group are stored chunks 2 i and 2 i + 1 of the tile
+// (the swizzle XORs the chunk index with the row, so it swaps them in odd rows); a thread
+// takes both. Returns 2^e, by which the scores are then scaled (1 for an fp16 query); ends with
+// the tile visible to wgmma (the caller's barrier makes it every thread's).
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16_k16(unsigned sQ, unsigned *red, int tid) {
+    constexpr int THREADS = Tr::MATH_THREADS, GROUPS = Tr::M_TILE * Tr::CHUNKS / 2;
+    constexpr int N = (GROUPS + THREADS - 1) / THREADS;
+    constexpr bool BF16 = !same_type<typename Tr::T, fp16>;
+    static_assert(k16_channel(2) == 4 && k16_channel(8) == 2, "the pair order below");
+    int e = 0;
+    if constexpr (BF16)
+        e = q_tile_exponent<Tr>(sQ, red, tid, Q_FP16_TOP);  // (its barriers: the tile landed, and is read)
+    else
+        math_sync<Tr>();  // every thread's cp.async of the tile has landed
     const float down = exp2i(-e);
-    unsigned v[N][4];
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-        if (ALL % THREADS == 0 || tid + j * THREADS < ALL) ld_shared_u4(sQ + (tid + j * THREADS) * 16, v[j]);
-    math_sync<Tr>();  // the 16-bit tile is read: its bytes take the e4m3 tiles
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-        if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
-        // chunk i of the 16-bit tile: column block i / (8 M_TILE), row r, its channels 8 c ..
-        const int i = tid + j * THREADS, blk = i / (8 * Tr::M_TILE), r = (i >> 3) % Tr::M_TILE, c = (i & 7) ^ (r & 7);
-        unsigned hi[4], lo[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            f32x2_to_e4m3x2_hilo(lo_float(T{}, v[j][k]) * down, hi_float(T{}, v[j][k]) * down, hi[k], lo[k]);
-        auto at = [&](int row) {  // row `row` of the block, the chunk of channels 8 c ..
-            return sQ + blk * Tr::Q8_BLOCK + row * 64 + ((((c >> 1) ^ (row >> 1)) & 3) << 4) + (c & 1) * 8;
-        };
-        st_shared_u2(at(r), hi[0] | hi[1] << 16, hi[2] | hi[3] << 16);
-        st_shared_u2(at(Tr::M_TILE + r), lo[0] | lo[1] << 16, lo[2] | lo[3] << 16);
+        const int i = tid + j * THREADS;
+        if (GROUPS % THREADS != 0 && i >= GROUPS) break;
+        const int r = (i >> 2) % Tr::M_TILE;  // the row of stored chunks 2 i, 2 i + 1
+        const unsigned lo = sQ + 32 * i + (r & 1) * 16, hi = sQ + 32 * i + (~r & 1) * 16;  // channels +0, +8
+        unsigned a[4], b[4];
+        ld_shared_u4(lo, a);
+        ld_shared_u4(hi, b);
+        if constexpr (BF16) {
+            bf16x8_to_fp16(a, down);
+            bf16x8_to_fp16(b, down);
+        }
+        const unsigned even[4] = {a[0], a[2], b[0], b[2]}, odd[4] = {a[1], a[3], b[1], b[3]};
+        st_shared_u4(lo, even);
+        st_shared_u4(hi, odd);
     }
     fence_proxy_async();
     return exp2i(e);
@@ -1081,8 +1078,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             if constexpr (Tr::FP8 && !Tr::SCALED) {
                 scale *= p.k_scale[0];
                 unsigned *red = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0);
-                if constexpr (Tr::DIRECT)  // (S multiplies e4m3 by e4m3)
-                    scale *= q_tile_to_e4m3<Tr>(sQ, red, tid);
+                if constexpr (Tr::DIRECT)  // (in the channel order of S's K fragments)
+                    scale *= q_tile_to_fp16_k16<Tr>(sQ, red, tid);
                 else if constexpr (!same_type<typename Tr::T, fp16>)
                     scale *= q_tile_to_fp16<Tr>(sQ, red, tid);
             }
@@ -1121,9 +1118,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
-            // DIRECT: S's e4m3 operands, K as it landed and Q's hi and lo tiles, 64-byte swizzled
-            const unsigned long long dq8 = sw64_desc(sQ);
-            const unsigned q8l = (unsigned)dq8, d8hi = (unsigned)(dq8 >> 32), k8l = (unsigned)sw64_desc(sK);
+            // DIRECT: the blocks of e4m3 fragments in registers at once, in S (qk_direct) and PV
+            // (pv_direct): two on the tile of 16 rows; on the tile of 32 (64 accumulators of O) one,
+            // where two made its balanced kernel spill
+            constexpr int DIRECT_SETS = Tr::M_TILE == 16 ? 2 : 1;
 
             float o[Tr::O_REGS];
 #pragma unroll
@@ -1133,7 +1131,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
             for (int c = 0; c < Tr::ROWS; ++c) mr[c] = neg_inf(), lr[c] = 0.f;
             float &m_lo = mr[0], &m_hi = mr[1], &l_lo = lr[0], &l_hi = lr[1];
-            float sacc[Tr::SACC];
+            float sacc[Tr::S_REGS];
             unsigned pa[4][4];  // P of this warpgroup's tile as A fragments of its four k16 steps (read by its PV)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
@@ -1180,56 +1178,76 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
-            // DIRECT: S^T += K [Q_hi; Q_lo]^T over raw block blk of tile t, two k32 steps of e4m3
-            // wgmmas of N = 2 M_TILE; `first`: the first overwrites S
-            auto qk_e4m3 = [&](int t, int blk, bool first) {
+            // DIRECT: S^T (+)= K Q^T over raw blocks [b0, b0 + nb) of tile t, each waited for as it
+            // lands: its K fragments into registers in fp16 (sw64_e4m3_k_frags), then four k16 wgmmas
+            // with Q from shared memory, a group a block, DIRECT_SETS blocks' registers in flight.
+            // Returns with every wgmma done (the fragments' registers are free again); `first`: the
+            // first k-step overwrites S
+            auto qk_direct = [&](int t, int b0, int nb, bool first) {
                 if constexpr (Tr::DIRECT) {
-                    const unsigned kb = add_at(k8l, raw_off(t, blk) >> 4);
+                    const unsigned par = parity(t);
+                    unsigned ka[DIRECT_SETS][4][4];
 #pragma unroll
-                    for (int i = 0; i < 2; ++i) {  // k32 step i (32 bytes a step)
-                        const unsigned long long da = desc_at(add_at(kb, i * 2), d8hi);
-                        const unsigned long long db = desc_at(add_at(q8l, (blk * Tr::Q8_BLOCK + i * 32) >> 4), d8hi);
-                        if constexpr (Tr::M_TILE == 16)
-                            wgmma_ss_narrow<e4m3, 32, 0>(sacc, da, db, first && i == 0 ? 0 : 1);
-                        else
-                            wgmma_ss_n64<e4m3>(sacc, da, db, first && i == 0 ? 0 : 1);
+                    for (int b = 0; b < nb; ++b) {
+                        const int blk = b0 + b;
+                        mbar_wait(full(slot(t), blk), par);
+                        if (b >= DIRECT_SETS) {
+                            wgmma_wait<DIRECT_SETS - 1>();  // block b - DIRECT_SETS is done with its registers
+                            fence_regs(ka[b % DIRECT_SETS]);
+                        }
+                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, ka[b % DIRECT_SETS]);
+                        fence_regs(ka[b % DIRECT_SETS]);  // (converted before the fence)
+                        wgmma_fence();
+#pragma unroll
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, ka[b % DIRECT_SETS][kk],
+                                                            desc_at(add_at(ql, qstep<Tr>(4 * blk + kk)), dhi),
+                                                            first && b == 0 && kk == 0 ? 0 : 1);
+                        wgmma_commit();
                     }
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < DIRECT_SETS; ++i) fence_regs(ka[i]);
                 }
             };
             auto qk_blocks = [&](int t, int b0, bool first) {
-                const unsigned par = parity(t), kl = k_lo(t);
+                if constexpr (Tr::DIRECT) {
+                    qk_direct(t, b0, 4, first);
+                } else {
+                    const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    const int blk = b0 + b;
-                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
+                    for (int b = 0; b < 4; ++b) {
+                        const int blk = b0 + b;
+                        if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
 #pragma unroll
-                    for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
-                        const unsigned off = kstep(4 * blk + i);
-                        if constexpr (Tr::DIRECT)
-                            qk_e4m3(t, blk, first && b == 0);
-                        else if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
-                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
-                                                               desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
-                                                               first && b == 0 && i == 0 ? 0 : 1);
-                        else
-                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                             first && b == 0 && i == 0 ? 0 : 1);
+                        for (int i = 0; i < 4; ++i) {
+                            const unsigned off = kstep(4 * blk + i);
+                            if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                                wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                                   desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                                   first && b == 0 && i == 0 ? 0 : 1);
+                            else
+                                wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                                 first && b == 0 && i == 0 ? 0 : 1);
+                        }
                     }
                 }
             };
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
-                const unsigned kl = k_lo(t);
-                if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
+                if constexpr (Tr::DIRECT) {
+                    qk_direct(t, BLOCKS - 1, 1, false);
+                } else {
+                    const unsigned kl = k_lo(t);
+                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < (Tr::DIRECT ? 1 : 4); ++i) {
-                    if constexpr (Tr::DIRECT)
-                        qk_e4m3(t, BLOCKS - 1, false);
-                    else if constexpr (Tr::NARROW)
-                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
-                                                           desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
-                    else
-                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                    for (int i = 0; i < 4; ++i) {
+                        if constexpr (Tr::NARROW)
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                                               desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                        else
+                            wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                    }
                 }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
@@ -1255,9 +1273,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                                                             dpp + ((kk * 32) >> 4));
                         wgmma_commit();
                     };
-                    // blocks whose registers are in flight at once: two on the tile of 16 rows; on the
-                    // tile of 32 (64 accumulators of O) one, where two made its balanced kernel spill
-                    constexpr int SETS = Tr::M_TILE == 16 ? 2 : 1;
+                    constexpr int SETS = DIRECT_SETS;
                     unsigned va[SETS][4][4];
 #pragma unroll
                     for (int b = 0; b < 4; ++b) {
@@ -1331,9 +1347,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // when the reference moves. P goes to pa in accumulator pairs (one key, rows c and c + 1), for store_p.
             auto softmax_narrow = [&](int t) -> bool {
                 constexpr int NR = Tr::ROWS, N = Tr::M_TILE;
-                if constexpr (Tr::DIRECT)  // S = S against Q's hi rows + S against its lo rows
-#pragma unroll
-                    for (int j = 0; j < Tr::S_REGS; ++j) sacc[j] += sacc[j + Tr::S_REGS];
                 const int ts = kv_begin + t * KV_TILE, key0 = ts + wi * 16 + g;
                 const bool need_mask = ts + KV_TILE > cta_lo;
                 float mx[NR];

@@ -352,6 +352,29 @@ __device__ __forceinline__ void sw64_e4m3_vt_frags(unsigned tile, int wi, int la
     }
 }
 
+// An e4m3 tile of 64 keys x 64 channels (bytes) in that layout at `tile` as the A operand of an
+// fp16 wgmma (K: keys x channels), in registers: warp wi's 16 keys for the four k16 steps
+// (channels 16 kk ..), ka[kk]. ldmatrix (not .trans) gives a lane four consecutive bytes of a
+// row, channels 4 q4 .. 4 q4 + 3 of the step's 16 (q4 = lane % 4), which e4m3x4_to turns into
+// the two fp16 pairs of its A fragment: so the step's k index j holds channel k16_channel(j),
+// and the B operand (Q) must hold its channels in that order (mla.cuh, q_tile_to_fp16_k16). One
+// x4 covers two k16 steps.
+__host__ __device__ constexpr int k16_channel(int j) { return 4 * ((j & 7) >> 1) + (j & 1) + 2 * (j >> 3); }
+__device__ __forceinline__ void sw64_e4m3_k_frags(unsigned tile, int wi, int lane, unsigned (&ka)[4][4]) {
+    const int key = 16 * wi + 8 * ((lane >> 3) & 1) + (lane & 7);  // matrix lane / 8: keys + 8 (m % 2)
+#pragma unroll
+    for (int kp = 0; kp < 2; ++kp) {
+        const int chunk = 2 * kp + (lane >> 4);  // .. and channels 16 (2 kp + m / 2) ..
+        unsigned r[4];
+        ldsm_x4(tile + key * 64 + (((chunk ^ (key >> 1)) & 3) << 4), r);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {  // step 2 kp + s: matrices 2 s (keys g) and 2 s + 1 (keys g + 8)
+            e4m3x4_to<fp16>(r[2 * s], ka[2 * kp + s][0], ka[2 * kp + s][2]);
+            e4m3x4_to<fp16>(r[2 * s + 1], ka[2 * kp + s][1], ka[2 * kp + s][3]);
+        }
+    }
+}
+
 // ---- tensor-core MMAs, fp32 accumulation; specialized below for bf16 and fp16 ----
 
 // c += a (16x16, row) * b (16x8, col).
@@ -362,9 +385,10 @@ template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], 
 // smem, K-major); T = e4m3: A 64 x 32 and B 32 x N, both K-major (TA = 0).
 template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
-// d (64 x N, N = 16 or 32) += A (64 x 16, registers) * B (16 x N, smem, K-major).
+// d (64 x N, N = 16 or 32) (+)= A (64 x 16, registers) * B (16 x N, smem, K-major).
 template <class T, int N>
-__device__ __forceinline__ void wgmma_rs_narrow(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db);
+__device__ __forceinline__ void wgmma_rs_narrow(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db,
+                                                int accumulate = 1);
 // d (64 x 256) += A (64 x 16, smem, K-major) * B (16 x 256, smem, MN-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long da, unsigned long long db);
 // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, smem, K-major).
@@ -411,15 +435,15 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16", "%17", "%18",   \
                       DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 #define DCPATTN_COMMA ,
-// m64nNk16 with A in registers, B K-major, accumulating; operands as DCPATTN_SS_NARROW's
+// m64nNk16 with A in registers, B K-major; operands as DCPATTN_SS_NARROW's
 #define DCPATTN_RS_NARROW(T, PT, N, DREGS, A, DB, AC, OUTS)                                                           \
     template <> __device__ __forceinline__ void wgmma_rs_narrow<T, N>(float (&d)[N / 2], const unsigned (&a)[4],       \
-                                                                      unsigned long long db) {                         \
+                                                                      unsigned long long db, int accumulate) {         \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
                      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " A ", " DB              \
                      ", p, 1, 1, 0;\n}\n"                                                                             \
                      : OUTS                                                                                            \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));                         \
     }
 #define DCPATTN_RS_N16(T, PT) DCPATTN_RS_NARROW(T, PT, 16, "{%0, %1, %2, %3, %4, %5, %6, %7}", "{%8, %9, %10, %11}",  \
                                                 "%12", "%13", DCPATTN_F8(d, 0))

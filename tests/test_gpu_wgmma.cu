@@ -12,9 +12,9 @@
         (sw128_stsm_store, templates/ptx.cuh) land where the K-major SW128 operand holds them;
      4. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
         (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
-     5. an e4m3 cache on the narrow tiles (mla.cuh, "FP8 on the narrow tiles"): S^T = K Q^T on
-        e4m3 (m64n16k32 .. m64n64k32: Q's hi and lo rows stacked), K and Q K-major in 64-byte
-        swizzle (sw64_desc) as TMA lays the stage and q_tile_to_e4m3 the Q tile;
+     5. an e4m3 cache on the narrow tiles (mla.cuh, "FP8 on the narrow tiles"): S^T = K Q^T with
+        K's fp16 A fragments from the e4m3 stage (64-byte swizzle, as TMA lays it) by ldmatrix
+        (sw64_e4m3_k_frags), Q (fp16) K-major SW128 with each 16 channels in k16_channel's order;
      6. and its O^T = V^T P^T: V^T's fp16 A fragments from the e4m3 stage by ldmatrix .trans
         (sw64_e4m3_vt_frags), P (fp16) K-major SW128, the rows in its channel order (row
         16 w + g + 8 h is channel 16 w + 2 g + h);
@@ -134,7 +134,9 @@ template <int N> __global__ void __launch_bounds__(128) stsm_narrow_kernel(const
     }
 }
 
-// 5 (PV = 0): D (64 x N) = K (64 x 64) Q^T (Q: N x 64), e4m3, both K-major SW64, two k32 steps.
+// 5 (PV = 0): D (64 x N) = K (64 x 64) Q^T: a = K (64 keys x 64 channels, e4m3, SW64) into fp16 A
+// fragments by sw64_e4m3_k_frags, b = Q (N x 64 channels, fp16, each 16 in k16_channel's order)
+// K-major SW128.
 // 6 (PV = 1): D (64 channels x N) = V^T P^T: a = V (64 keys x 64 channels, e4m3, SW64) into fp16
 // A fragments by sw64_e4m3_vt_frags, b = P (N x 64 keys, fp16) K-major SW128; row r of the
 // accumulator holds channel 16 (r / 16) + 2 (r % 8) + (r % 16) / 8, so d is written through it.
@@ -144,31 +146,21 @@ __global__ void __launch_bounds__(128) e4m3_kernel(const unsigned char *a, const
     const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sa = base, sb = base + 8192;
     const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
     fill_sw64(sa, a, KEYS);
-    if (PV)
-        fill_sw128(sb, b, N);
-    else
-        fill_sw64(sb, reinterpret_cast<const unsigned char *>(b), N);
+    fill_sw128(sb, b, N);
     fence_proxy_async();
     __syncthreads();
     float acc[N / 2];
     unsigned va[4][4];
     for (int j = 0; j < N / 2; ++j) acc[j] = 0.f;
-    if (PV) sw64_e4m3_vt_frags(sa, wi, lane, va);
+    if (PV)
+        sw64_e4m3_vt_frags(sa, wi, lane, va);
+    else
+        sw64_e4m3_k_frags(sa, wi, lane, va);
     fence_regs(va);
     fence_regs(acc);
     wgmma_fence();
-    if constexpr (PV) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_rs_narrow<fp16, N>(acc, va[kk], sw128_desc(sb + kk * 32, 16, 1024));
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-            if constexpr (N == 64)  // (Q's hi and lo rows of a 32-row tile, stacked)
-                wgmma_ss_n64<e4m3>(acc, sw64_desc(sa + kk * 32), sw64_desc(sb + kk * 32), kk > 0);
-            else
-                wgmma_ss_narrow<e4m3, N, 0>(acc, sw64_desc(sa + kk * 32), sw64_desc(sb + kk * 32), kk > 0);
-        }
-    }
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_narrow<fp16, N>(acc, va[kk], sw128_desc(sb + kk * 32, 16, 1024), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     for (int j = 0; j < N / 2; ++j) {
@@ -259,28 +251,28 @@ template <int N> static void test_bf16(void) {
     });
 }
 
-// S^T = K Q^T (e4m3, N query rows) and O^T = V^T P^T (V e4m3 into fp16 fragments, P fp16)
+// S^T = K Q^T (K e4m3 into fp16 fragments, Q fp16, N query rows) and O^T = V^T P^T (V e4m3 into
+// fp16 fragments, P fp16)
 template <int N> static void test_e4m3(void) {
-    static unsigned char k[KEYS * 64], q8[N * 64];
-    static unsigned short p[N * 64];
+    static unsigned char k[KEYS * 64];
+    static unsigned short q[N * 64], p[N * 64];
     static int ki[KEYS * 64], qi[N * 64];
     static float want[KEYS * N];
     char what[96];
     for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
-    for (int i = 0; i < N * 64; i++) q8[i] = e4m3_of(qi[i] = rnd(0, 3)), p[i] = fp16_of(qi[i]);
+    for (int i = 0; i < N * 64; i++) p[i] = fp16_of(qi[i] = rnd(0, 3));
+    for (int i = 0; i < N * 64; i++) q[i] = p[(i & ~15) + k16_channel(i & 15)];  // (channel order of K's fragments)
     product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
-    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk32 e4m3, K-major SW64", N);
-    run_case(what, k, sizeof k, q8, sizeof q8, want, KEYS * N, [](void *a, void *b, float *d) {
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16, K from e4m3 SW64 by ldmatrix", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
         e4m3_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
     });
-    if constexpr (N <= 32) {  // (PV: at most 32 query rows)
-        product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
-                [&](int c, int key) { return qi[c * 64 + key]; });
-        snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
-        run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
-            e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
-        });
-    }
+    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+            [&](int c, int key) { return qi[c * 64 + key]; });
+    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
+    run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
+        e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+    });
 }
 
 // the 64-row tile's P store
@@ -324,7 +316,6 @@ int main(void) {
     cudaFuncSetAttribute(e4m3_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(e4m3_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(e4m3_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-    cudaFuncSetAttribute(e4m3_kernel<64, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
@@ -334,7 +325,6 @@ int main(void) {
         test_bf16<32>();
         test_e4m3<16>();
         test_e4m3<32>();
-        test_e4m3<64>();
         test_stsm();
         test_stsm_narrow<16>();
         test_stsm_narrow<32>();
