@@ -8,7 +8,9 @@
 # (the benchmark validates every row against the CPU reference before it times it). Prints,
 # per row, A's and B's median times over the rounds (min-max) and B's time over A's; a row that
 # fails on either side says so. The logs and JSON of every run go to $OUT (default
-# /tmp/dcpattn-out) as ab-SIDE-ROUND.log / .json. Example:
+# /tmp/dcpattn-out) as ab-SIDE-ROUND.log / .json. With AB_SECONDS set, no run starts once that many
+# seconds have passed since the start (the build counted): the table then holds the rounds that
+# ran, so a host with a time limit still gets one. Example:
 #     git diff HEAD > .deb/change.patch     # here; then on the GPU host:
 #     tests/bench_ab.sh .deb/change.patch G1F,G2F --q 8
 set -eu
@@ -19,6 +21,7 @@ PATCH=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CASES=$2
 shift 2
 OUT=${OUT:-/tmp/dcpattn-out}
+T0=$(date +%s)
 mkdir -p "$OUT"
 . tests/gpu_env.sh
 W=$(mktemp -d)
@@ -39,6 +42,10 @@ done
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for side in A B; do
+        if [ -n "${AB_SECONDS:-}" ] && [ $(( $(date +%s) - T0 )) -ge "$AB_SECONDS" ]; then
+            echo "bench_ab: $AB_SECONDS s have passed: $side, round $r not run"
+            continue
+        fi
         (cd "$W/$side" && DCPATTN_CACHE_DIR="$W/cache-$side" build/bench --no-peers --only "$CASES" \
             --json "$OUT/ab-$side-$r.json" "$@") > "$OUT/ab-$side-$r.log" 2>&1 ||
             echo "bench_ab: $side, round $r: the benchmark exited with $? ($OUT/ab-$side-$r.log)"

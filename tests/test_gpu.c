@@ -147,6 +147,7 @@ static void capture_tests(void) {
 }
 
 int main(void) {
+    check_line_buffered();
     static const mcase cases[] = {
         /* in, out, n, rows, heads, dim, pad_h, base2_in, base2_out, in_place, all_empty_row */
         {DCPATTN_BF16, DCPATTN_BF16, 2, 33, 8, 128, 0, 0, 0, 0, 1},

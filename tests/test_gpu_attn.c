@@ -874,6 +874,7 @@ static void balanced_graph_test(void) {
 }
 
 int main(void) {
+    check_line_buffered();
     static const dcase dcp[6] = {
         /* q_len, dtype, d, group, hkv, ps, causal, W, I, splits */
         {1, DCPATTN_BF16, 128, 8, 2, 16, 1, 4, 1, 0},

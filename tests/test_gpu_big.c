@@ -228,6 +228,7 @@ static void big_case(const bcase *c) {
 }
 
 int main(void) {
+    check_line_buffered();
     static const bcase cases[2] = {
         /* W, r, I, qlen_max, causal, lse_mode, splits */
         {1, 0, 1, 4, 1, 0, {1, 0, 8}, 3},

@@ -365,6 +365,7 @@ static void run_case(dcpattn_context *ctx, const mla_case *c) {
 }
 
 int main(void) {
+    check_line_buffered();
     static const mla_case cases[] = {
         /* dtype, hq, ps, W, r, I, causal, splits, base2, B, q_len[], L[], pad, ramp, workers, fp8, q_exp */
         {DCPATTN_BF16, 16, 16, 1, 0, 1, 1, 1, 0, 4, {1, 2, 3, 4}, {333, 70, 1, 512}, 0, 0, 0, 0, 0},

@@ -100,6 +100,7 @@ static void run_case(dcpattn_context *ctx, const pcase *c) {
 }
 
 int main(void) {
+    check_line_buffered();
     dcpattn_context_desc cd;
     dcpattn_context *ctx;
     const char *env = getenv("DCPATTN_TEST_SEED");

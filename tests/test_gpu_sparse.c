@@ -613,6 +613,7 @@ static void dequant_case(dcpattn_context *ctx, int hq, const char *what) {
 }
 
 int main(int argc, char **argv) {
+    check_line_buffered();
     static const sp_case cases[] = {
         /* fp8, dtype, hq, ps, W, I, topk, B, q_len[], L[], counts, sinks, base2, stride_pad, graph */
         {0, DCPATTN_BF16, 16, 64, 1, 1, 64, 3, {1, 3, 16}, {100, 3000, 40}, 0, 0, 0, 0, 0},

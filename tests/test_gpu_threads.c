@@ -385,6 +385,7 @@ static void cold_jit_part(const char *part, int shared) {
 }
 
 int main(void) {
+    check_line_buffered();
     dcpattn_context *ctx;
     dcpattn_context_desc cd;
     tjob *jobs;

@@ -297,6 +297,7 @@ template <int N> static void test_stsm_narrow(void) {
 }
 
 int main(void) {
+    check_line_buffered();
     int n = 0, major = 0, minor = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("no GPU found: GPU tests not run\n");
