@@ -641,9 +641,9 @@ extern "C" {
         int lse_base2_in, lse_base2_out;                                              \
     } dcpattn_merge_kparams;                                                          \
     /* MLA balanced schedule, per CTA: the state record of its piece (O, reference max \
-       and row-sum parts of each of 256 threads: 33 x 256 float4), and 8 words        \
-       (the publication flag; the rest spare) */                                      \
-    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 8 };                 \
+       and row-sum parts of each of 256 threads: 33 x 256 float4), and one word       \
+       (the publication flag) */                                                      \
+    enum { DCPATTN_BAL_RECORD_F4 = 33 * 256, DCPATTN_BAL_WORDS = 1 };                 \
     typedef struct dcpattn_attn_kparams {                                             \
         /* MLA: TMA map of the paged K pool (CUtensorMap), encoded by attn_run */      \
         unsigned long long k_tmap[16] __attribute__((aligned(64)));                   \
@@ -2574,7 +2574,7 @@ struct dcpattn_attn_plan {
     int cluster; /* the num_splits CTAs of a row tile form a cluster and merge in it */
     int workers; /* the balanced schedule's workers (0: none; see dcpattn_attn_workers) */
     dcpattn__CUfunction fn_balanced; /* its kernel: the variant's fn_balanced, or fn_balanced_stacked */
-    size_t flags_offset; /* balanced: where its words start (after the pieces' states) */
+    size_t flags_offset; /* balanced: where its flags and counters start (after the pieces' states) */
     size_t workspace_bytes, part_offset_lse;
     dcpattn_attn_kparams kp;   /* everything of the desc; run adds the tensors */
     dcpattn_merge_kparams mkp; /* the split merge; run adds workspace, out and lse */
@@ -3122,20 +3122,19 @@ static void dcpattn__attn_plan_kparams(dcpattn_attn_plan *p) {
     kp->workers = p->workers;
     kp->kv_scale_per_head = d->kv_scale_per_head;
     if (p->workers && dcpattn__is_mla(d)) {
-        /* per CTA: its piece's state record, then its words (DCPATTN_KERNEL_ABI) */
+        /* per CTA: its piece's state record, then its publication flag (DCPATTN_KERNEL_ABI) */
         const size_t ctas = (size_t)p->workers * (size_t)p->row_tiles;
         p->flags_offset = ctas * (size_t)DCPATTN_BAL_RECORD_F4 * 16u;
         p->workspace_bytes = p->flags_offset + ctas * (size_t)DCPATTN_BAL_WORDS * 8u;
     } else if (p->workers) {
         /* templates/attn.cuh, AttnSchedule: two partial-state slots of a row tile per worker and
-           KV head (o fp32, then lse), then the words of each CTA and one arrival counter per
-           (sequence, row tile, KV head) of the descriptor's bounds */
+           KV head (o fp32, then lse), then one arrival counter per (sequence, row tile, KV head)
+           of the descriptor's bounds */
         const size_t rows = (size_t)p->workers * 2u * (size_t)d->num_kv_heads * (size_t)p->attn->rows;
         p->part_offset_lse = (rows * (size_t)d->head_dim_v * 4u + 255u) & ~(size_t)255u;
         p->flags_offset = (p->part_offset_lse + rows * 4u + 255u) & ~(size_t)255u;
-        p->workspace_bytes = p->flags_offset + ((size_t)p->workers * (size_t)d->num_kv_heads * DCPATTN_BAL_WORDS +
-                                                (size_t)d->max_batch * (size_t)p->row_tiles * (size_t)d->num_kv_heads) *
-                                                   8u;
+        p->workspace_bytes =
+            p->flags_offset + (size_t)d->max_batch * (size_t)p->row_tiles * (size_t)d->num_kv_heads * 8u;
     } else if (p->num_splits > 1 && !p->cluster) {
         /* partials o fp32 [splits, max_total_q, hq, dv], then (256-byte aligned) lse fp32
            [splits, max_total_q, hq], merged (base 2 in) into out and lse */

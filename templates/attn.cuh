@@ -286,8 +286,8 @@ template <int THREADS> __device__ __forceinline__ long long block_scan(long long
 // from the real lengths: the arithmetic of sched.cuh, the walk over this worker's pieces, and
 // the merge of a cut job by the piece that finishes last. Workspace (DCPATTN_KERNEL_ABI): the
 // pieces' partial states (two slots per worker: o_part / lse_part rows
-// ((w * 2 + slot) * hkv + kvh) * M_TILE + r), then in `flags` DCPATTN_BAL_WORDS words per CTA
-// and one arrival counter per (sequence, row tile, KV head). A counter holds the run's token
+// ((w * 2 + slot) * hkv + kvh) * M_TILE + r), then in `flags` one arrival counter per
+// (sequence, row tile, KV head). A counter holds the run's token
 // (low 40 bits) above a 24-bit count, so a word from another run counts as zero; the last
 // arrival resets it, so a graph replay (same token) starts clean. The merge reads every piece
 // in worker order from the workspace, its own too: the bits do not depend on which piece ends
@@ -308,12 +308,8 @@ template <int GROUP, int M_TILE, int KV_TILE, int THREADS> struct AttnSchedule {
                    max_row_tiles(p));
         units = dcpattn_sched_units(ldg_i32(p.seqused_k + bb), KV_TILE, DCPATTN_SCHED_RESTART);
     }
-    static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p) {
-        return p.flags + ((long long)blockIdx.y * p.workers + blockIdx.x) * DCPATTN_BAL_WORDS;
-    }
     __device__ __forceinline__ unsigned long long *counter(const dcpattn_attn_kparams &p, int kvh) const {
-        return p.flags + (long long)gridDim.y * p.workers * DCPATTN_BAL_WORDS +
-               ((long long)b * max_row_tiles(p) + z) * p.hkv + kvh;
+        return p.flags + ((long long)b * max_row_tiles(p) + z) * p.hkv + kvh;
     }
 
     // This worker's range and its first job; false: the range is empty. `scratch`: 40 long longs

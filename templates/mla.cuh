@@ -743,7 +743,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 struct MlaSchedule {
     enum { FINAL = 0, PUBLISH = 1, MERGE = 2 };
     static_assert(DCPATTN_BAL_RECORD_F4 == (32 + 1) * 256, "a record: 32 float4 of O and one of (m, l) per thread");
-    static_assert(DCPATTN_BAL_WORDS >= 1, "the flag");
+    static_assert(DCPATTN_BAL_WORDS == 1, "a CTA's word: its publication flag");
     long long lo, hi;  // this worker's units
     long long s;       // first unit of sequence b
     long long U;       // all units
@@ -815,8 +815,8 @@ struct MlaSchedule {
         s -= u;
         return true;
     }
-    // The words of CTA (w, blockIdx.z): its publication flag first.
-    static __device__ __forceinline__ unsigned long long *words(const dcpattn_attn_kparams &p, int w) {
+    // The word of CTA (w, blockIdx.z): its publication flag.
+    static __device__ __forceinline__ unsigned long long *pub_flag(const dcpattn_attn_kparams &p, int w) {
         return p.flags + ((long long)w * gridDim.z + blockIdx.z) * DCPATTN_BAL_WORDS;
     }
     static __device__ __forceinline__ f4 *record(const dcpattn_attn_kparams &p, int w) {
@@ -851,7 +851,7 @@ struct MlaSchedule {
         }
         fence_gpu();
         __syncthreads();
-        if (threadIdx.x == 0) st_release_u64(words(p, blockIdx.x), p.token);
+        if (threadIdx.x == 0) st_release_u64(pub_flag(p, blockIdx.x), p.token);
     }
     // Whether worker w has any unit (with fewer units than workers, some have none and publish
     // nothing).
@@ -871,7 +871,7 @@ struct MlaSchedule {
             const int c = tree ? dcpattn_sched_tree_read(j, last, k) : has_units(p, w0 + k) ? k : -1;
             if (c < 0) continue;
             if (threadIdx.x == 0) {
-                unsigned long long *f = words(p, w0 + c);
+                unsigned long long *f = pub_flag(p, w0 + c);
                 while (ld_acquire_u64(f) != p.token) nanosleep_ns(100);
                 *reinterpret_cast<volatile unsigned long long *>(f) = 0ull;  // clean for a replay
             }

@@ -475,7 +475,7 @@ int main(void) {
                 mp->fn_balanced = fake_balanced; /* (the plan takes its kernel at creation) */
                 ma.v_cache = ma.k_cache;
                 ma.out_stride_h = 0;
-                want = (size_t)w * rt * (33 * 256 * 16 + 64);
+                want = (size_t)w * rt * (33 * 256 * 16 + DCPATTN_BAL_WORDS * 8);
                 CHECK(w == (20 / rt > 1 ? 20 / rt : 1) && dcpattn_attn_num_splits(mp) == 1 &&
                           dcpattn_attn_workspace_size(mp) == want,
                       "MLA balanced: %d workers, %d row tiles, workspace %zu (want %zu)", w, rt,
@@ -574,7 +574,7 @@ int main(void) {
             const size_t slot_rows = (size_t)w * 2 * 8 * (size_t)rows;
             const size_t lse_off = (slot_rows * 128 * 4 + 255) & ~(size_t)255;
             const size_t fl_off = (lse_off + slot_rows * 4 + 255) & ~(size_t)255;
-            const size_t want = fl_off + ((size_t)w * 8 * DCPATTN_BAL_WORDS + 64 * (size_t)rt * 8) * 8;
+            const size_t want = fl_off + 64 * (size_t)rt * 8 * 8;  /* an arrival counter per (sequence, row tile, KV head) */
             char *ws = (char *)FAKE(0x100000);
             const launch_rec *r0 = &recs[0];
             int i;
