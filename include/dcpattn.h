@@ -1020,6 +1020,7 @@ typedef struct dcpattn__variant {
     int threads, smem, rows, kv_tile, items;
     int cluster_splits; /* attention: most splits its kernel merges inside a cluster (0: none) */
     int row_list;       /* sparse: its CTAs keep their kept rows in the workspace (8 bytes an id) */
+    int kv_swizzle;     /* MLA: the swizzle of the TMA map that brings its K tiles, in bytes (0: none) */
     int registers, shared_bytes, spill_bytes;
 } dcpattn__variant;
 
@@ -1295,6 +1296,7 @@ static dcpattn_status dcpattn__render(dcpattn_context *ctx, const char *name, dc
         out->meta.items = dcpattn__lua_intfield(L, -1, "items");
         out->meta.cluster_splits = dcpattn__lua_intfield(L, -1, "cluster_splits");
         out->meta.row_list = dcpattn__lua_intfield(L, -1, "row_list");
+        out->meta.kv_swizzle = dcpattn__lua_intfield(L, -1, "kv_swizzle");
     }
     if (out->meta.items <= 0)
         out->meta.items = 1;
@@ -3302,12 +3304,15 @@ static unsigned long long dcpattn__run_token(void) {
 
 /* The MLA kernels' TMA map of the paged K pool (cuda.h's CUtensorMap): 576 channels x page_size
    tokens x num_pages, strides k_stride_t and k_stride_page, boxes of 64 channels x
-   min(page_size, 64) tokens, the 128-byte swizzle of the kernels' shared-memory tiles; an e4m3
-   cache: bytes, unswizzled, for every row tile (the kernel converts each tile into a swizzled
-   16-bit tile in shared memory: templates/mla.cuh, "FP8 (e4m3) cache"). */
-static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, dcpattn_attn_kparams *kp) {
-    enum { UINT8 = 0, UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, SWIZZLE_128B = 3, L2_256B = 3,
+   min(page_size, 64) tokens, swizzled as the variant's kernel lays its K tiles (kv_swizzle, from
+   the generator: the 128-byte swizzle of a 16-bit tile; an e4m3 cache unswizzled on the 64-row
+   tile, which converts each tile into a swizzled 16-bit one, and 64-byte swizzled on the narrow
+   tiles, which read it as it lands: templates/mla.cuh, "FP8 (e4m3) cache"). */
+static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpattn_attn_args *a, int kv_swizzle,
+                                        dcpattn_attn_kparams *kp) {
+    enum { UINT8 = 0, UINT16 = 1, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3, L2_256B = 3,
            OOB_FILL_NONE = 0 }; /* cuda.h's values */
+    const int swizzle = kv_swizzle == 128 ? SWIZZLE_128B : kv_swizzle == 64 ? SWIZZLE_64B : SWIZZLE_NONE;
     const int fp8 = d->kv_dtype == DCPATTN_FP8_E4M3;
     const unsigned long long esize = fp8 ? 1u : 2u;
     const unsigned long long dim[3] = {576u, (unsigned long long)d->page_size, (unsigned long long)a->num_pages};
@@ -3322,7 +3327,7 @@ static dcpattn_status dcpattn__mla_tmap(const dcpattn_attn_desc *d, const dcpatt
                              (long long)a->num_pages, (long long)a->k_stride_page);
     return dcpattn__cu_check(dcpattn__cu.TensorMapEncodeTiled(kp->k_tmap, fp8 ? UINT8 : UINT16, 3u, (void *)a->k_cache, dim,
                                                               stride, box, one, INTERLEAVE_NONE,
-                                                              fp8 ? SWIZZLE_NONE : SWIZZLE_128B, L2_256B, OOB_FILL_NONE),
+                                                              swizzle, L2_256B, OOB_FILL_NONE),
                              "attn: MLA cuTensorMapEncodeTiled");
 }
 
@@ -3378,7 +3383,7 @@ static dcpattn_status dcpattn__attn_run(const dcpattn_attn_plan *plan, const dcp
     if (d->sparse_topk)
         return dcpattn__sparse_launch(plan, &a, &kp, workspace, stream);
     if (dcpattn__is_mla(d))
-        DCPATTN__TRY(dcpattn__mla_tmap(d, &a, &kp));
+        DCPATTN__TRY(dcpattn__mla_tmap(d, &a, plan->attn->kv_swizzle, &kp));
     if (plan->workers) { /* balanced: its own kernel; the pieces' states and the CTAs' words */
         const int mla = dcpattn__is_mla(d);
         if (!plan->fn_balanced)

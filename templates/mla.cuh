@@ -84,8 +84,22 @@
 // Shared memory stays as it is. Warpgroup 0 loads the whole raw tile into a stage as soon as it
 // is done with blocks 0-3 (its refills above; block 8 is read only by S, long done), so the
 // bytes are on their way as early as a 16-bit tile's first half; warpgroup 0 converts t0 + 2
-// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). The
-// narrow tiles do the same, their wgmmas reading the converted stage as they read a 16-bit one.
+// once warpgroup 1 is done with V(t0) (barrier 4, met there instead of before store_p). So runs
+// the 64-row tile (and the sparse narrow tile); the dense narrow tiles do not convert:
+//
+// FP8 on the narrow tiles (MlaTraits DIRECT: an e4m3 cache, at most 32 packed rows, dense): the
+// tile stays e4m3 where it lands, nine raw blocks in TMA's 64-byte swizzle (the host encodes the
+// generator's kv_swizzle, 64), and both MMAs take their e4m3 operand from there into registers,
+// converted to fp16 (one cvt a pair): S^T = K Q^T reads each block of K by ldmatrix (qk_direct,
+// sw64_e4m3_k_frags) as the A operand of fp16 wgmmas whose B is the Q tile in fp16, its channels
+// in the order those fragments hold them (q_tile_to_fp16_k16, k16_channel); PV reads the
+// warpgroup's V half by ldmatrix .trans (pv_direct, sw64_e4m3_vt_frags). So no warpgroup converts
+// a whole tile in shared memory on its path, and a tile's bytes cross shared memory once (the
+// 16-bit conversion wrote 72 KB and the MMAs read them back). (S on e4m3 wgmmas, Q split into
+// e4m3 hi + lo, missed the lse tolerance: Hopper's FP8 MMAs accumulate 576 channels with fewer
+// bits than fp32; docs/performance.md.) Its rows then hold the channels in the order that
+// ldmatrix gives them (row g of a warp's 16 is channel 2 g, row g + 8 channel 2 g + 1), which
+// store_narrow follows. The loads, refills, zero_tail and barriers are the 16-bit tile's.
 //
 // Sparse (MlaTraits SPARSE; instances sparse_bf16_kvfp8ds_m64_sm90 and
 // sparse_<dtype>_kve4m3_m64_sm90, templates/sparse_sm90_inst.cu): the same pipeline over one query
@@ -131,8 +145,10 @@
 // reference of t0 / t1 published", 4 "warpgroup 1 is done with P(t0) and its reference",
 // 6 + w inside warpgroup w.
 //
+// (DIRECT: the Q tile's channels in k16_channel's order inside each 16; each stage holds two raw
+// tiles, see MlaTraits::SLOTS and raw_at.)
 // Dynamic shared memory (bytes), as the generator computes it:
-//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + 2*9*8 + 1024 (alignment slack)
+//     M_TILE * 576 * 2 + STAGES * 64 * 576 * 2 + P_BLOCK + 2*64*4 + 16 + SLOTS*9*8 + 1024 (alignment slack)
 // (P_BLOCK: 64 * 128, or for a narrow tile of 32 rows 2 * 32 * 128 + 64 * 32)
 //
 // Alignment: q, k and out 16-byte aligned; every element stride a multiple of 8 elements
@@ -167,6 +183,16 @@ struct MlaTraits {
     static constexpr int DQK = 576, DV = 512;
     static constexpr int M_TILE = M_TILE_, KV_TILE = 64, STAGES = 2;
     static constexpr bool NARROW = M_TILE <= 32;  // S^T = K Q^T and O^T = V^T P^T (see "Narrow tiles")
+    // FP8 on a dense narrow tile: the tile stays as it landed (see "FP8 on the narrow tiles");
+    // else an FP8 tile is converted in shared memory (convert_tile)
+    static constexpr bool DIRECT = FP8 && NARROW && !SPARSE;
+    static constexpr bool CONVERT = FP8 && !DIRECT;
+    // slots of the K stages: a tile t goes to slot t % SLOTS, in stage t % 2 (the stage of the
+    // warpgroup that computes its S); DIRECT: a raw tile takes half a stage, so each stage holds two
+    // (raw_at's half (t / 2) % 2), and tile t + 4 is on its way while t + 1 .. t + 3 are ahead
+    static constexpr int SLOTS = DIRECT ? 4 : 2, LOG_SLOTS = DIRECT ? 2 : 1;
+    // the swizzle (bytes) of the TMA map that brings K (the generator's kv_swizzle, which the host encodes)
+    static constexpr int KV_SWIZZLE = !FP8 ? 128 : DIRECT ? 64 : 0;
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
     // the query rows whose max and sum it keeps
     static constexpr int S_REGS = NARROW ? M_TILE / 2 : 32, O_REGS = NARROW ? 4 * S_REGS : 128;
@@ -178,10 +204,12 @@ struct MlaTraits {
     static constexpr int TILE_BYTES = BLOCKS * BLOCK_BYTES;  // 73728
     // FP8: a tile lands as nine raw 4 KB blocks of 64 tokens x 64 bytes in its stage, blocks
     // 0-7 where the 16-bit blocks 0-3 go, block 8 where the 16-bit block 8 goes, and is
-    // converted in place into the stage's nine 16-bit blocks (see convert_tile)
+    // converted in place into the stage's nine 16-bit blocks (see convert_tile); DIRECT: the
+    // stage's other half (half 1) holds a second raw tile, blocks 0-7 where the 16-bit blocks
+    // 4-7 go and block 8 after the first one's
     static constexpr int RAW_BLOCK = 64 * 64;
-    static constexpr __device__ __forceinline__ int raw_at(int blk) {
-        return blk < BLOCKS - 1 ? blk * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES;
+    static constexpr __device__ __forceinline__ int raw_at(int blk, int half = 0) {
+        return blk < BLOCKS - 1 ? (blk + 8 * half) * RAW_BLOCK : (BLOCKS - 1) * BLOCK_BYTES + half * RAW_BLOCK;
     }
     // the Q tile: nine column blocks of M_TILE rows x 128 bytes (64 channels), swizzled as K's
     static constexpr int Q_BLOCK = M_TILE * 128;
@@ -199,9 +227,9 @@ struct MlaTraits {
     static constexpr int P_BLOCK = NARROW && P_END > BLOCK_BYTES ? P_END : BLOCK_BYTES;
     static constexpr int SMEM_X = SMEM_P0 + P_BLOCK;                // reference max per row [2][64] f32
     static constexpr int SMEM_FLAG = SMEM_X + 2 * 64 * 4;           // "reference moved" [2] u32 (+pad)
-    static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[STAGES][BLOCKS]
+    static constexpr int SMEM_BAR = SMEM_FLAG + 16;                 // full[SLOTS][BLOCKS]
     // Sparse: the scales of a tile (64 rows x 4 fp32) of stage 0 here, of stage 1 in P1
-    static constexpr int SMEM_SC = SMEM_BAR + STAGES * BLOCKS * 8;
+    static constexpr int SMEM_SC = SMEM_BAR + SLOTS * BLOCKS * 8;
     static constexpr int SMEM_BYTES = SMEM_SC + (SPARSE ? 64 * 16 : 0) + 1024;  // + slack to align to 1024
     // (narrow: P1 is read by warpgroup 1's own PV too, so stage 1's scales have a slot of their own)
     static constexpr __device__ __forceinline__ int scales_at(int stage) {
@@ -334,12 +362,11 @@ template <class Tr> __device__ __forceinline__ void load_q_rope(unsigned (&qr)[4
     }
 }
 
-// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (attn.cuh,
-// q_exponent); returns 2^e, by which the scores are then scaled. Each thread takes the same
-// 16-byte chunks in both passes (the largest magnitude, then the rewrite); the warps' maxima
-// meet in red (8 words no one else uses meanwhile). Ends with the tile in fp16 for the async
-// proxy; the caller's barrier makes it every thread's.
-template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
+// FP8 cache: the exponent e that puts the largest magnitude of the landed Q tile at sQ (T) in
+// [2^top, 2^(top + 1)) (attn.cuh, q_exponent). Each thread reads the 16-byte chunks tid, tid +
+// 256, .. (the passes of q_tile_to_fp16 below); the warps' maxima meet in red
+// (8 words no one else uses meanwhile).
+template <class Tr> __device__ __forceinline__ int q_tile_exponent(unsigned sQ, unsigned *red, int tid, int top) {
     constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
     constexpr int N = (ALL + THREADS - 1) / THREADS;  // passes (the narrow tile's last one partial)
     math_sync<Tr>();  // every thread's cp.async of the tile has landed
@@ -357,8 +384,18 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     math_sync<Tr>();
 #pragma unroll
     for (int w = 0; w < THREADS / 32; ++w) mx = max(mx, red[w]);
-    const int e = q_exponent<bf16>(mx, Q_FP16_TOP);
+    return q_exponent<typename Tr::T>(mx, top);
+}
+
+// FP8 cache, bf16 query: the landed Q tile at sQ into fp16 in place, times 2^-e (e for
+// Q_FP16_TOP); returns 2^e, by which the scores are then scaled. Ends with the tile in fp16 for
+// the async proxy; the caller's barrier makes it every thread's.
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ, unsigned *red, int tid) {
+    constexpr int THREADS = Tr::MATH_THREADS, ALL = Tr::M_TILE * Tr::CHUNKS;
+    constexpr int N = (ALL + THREADS - 1) / THREADS;
+    const int e = q_tile_exponent<Tr>(sQ, red, tid, Q_FP16_TOP);
     const float down = exp2i(-e);
+    unsigned v[4];
 #pragma unroll
     for (int j = 0; j < N; ++j) {
         if (ALL % THREADS != 0 && tid + j * THREADS >= ALL) break;
@@ -371,17 +408,61 @@ template <class Tr> __device__ __forceinline__ float q_tile_to_fp16(unsigned sQ,
     return exp2i(e);
 }
 
+// DIRECT (FP8 on a dense narrow tile): the landed Q tile at sQ (T, 128-byte swizzled) in fp16 in
+// place (bf16: times 2^-e, as q_tile_to_fp16), each 16 channels in k16_channel's order, the
+// order in which S's A fragments of K hold them (sw64_e4m3_k_frags): of a 16-channel group's
+// fp16 pairs 0-7 (two 16-byte chunks, a and b), the first chunk takes pairs 0, 2, 4, 6 and the
+// second 1, 3, 5, 7. The two chunks of a group are stored chunks 2 i and 2 i + 1 of the tile
+// (the swizzle XORs the chunk index with the row, so it swaps them in odd rows); a thread
+// takes both. Returns 2^e, by which the scores are then scaled (1 for an fp16 query); ends with
+// the tile visible to wgmma (the caller's barrier makes it every thread's).
+template <class Tr> __device__ __forceinline__ float q_tile_to_fp16_k16(unsigned sQ, unsigned *red, int tid) {
+    constexpr int THREADS = Tr::MATH_THREADS, GROUPS = Tr::M_TILE * Tr::CHUNKS / 2;
+    constexpr int N = (GROUPS + THREADS - 1) / THREADS;
+    constexpr bool BF16 = !same_type<typename Tr::T, fp16>;
+    static_assert(k16_channel(2) == 4 && k16_channel(8) == 2, "the pair order below");
+    int e = 0;
+    if constexpr (BF16)
+        e = q_tile_exponent<Tr>(sQ, red, tid, Q_FP16_TOP);  // (its barriers: the tile landed, and is read)
+    else
+        math_sync<Tr>();  // every thread's cp.async of the tile has landed
+    const float down = exp2i(-e);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const int i = tid + j * THREADS;
+        if (GROUPS % THREADS != 0 && i >= GROUPS) break;
+        const int r = (i >> 2) % Tr::M_TILE;  // the row of stored chunks 2 i, 2 i + 1
+        const unsigned lo = sQ + 32 * i + (r & 1) * 16, hi = sQ + 32 * i + (~r & 1) * 16;  // channels +0, +8
+        unsigned a[4], b[4];
+        ld_shared_u4(lo, a);
+        ld_shared_u4(hi, b);
+        if constexpr (BF16) {
+            bf16x8_to_fp16(a, down);
+            bf16x8_to_fp16(b, down);
+        }
+        const unsigned even[4] = {a[0], a[2], b[0], b[2]}, odd[4] = {a[1], a[3], b[1], b[3]};
+        st_shared_u4(lo, even);
+        st_shared_u4(hi, odd);
+    }
+    fence_proxy_async();
+    return exp2i(e);
+}
+
 // Token rows r0.. (r0 < KV_TILE) of NB consecutive 16-bit blocks of a stage (blk0.., st: the
-// stage's first byte) become zeros, by the 128 threads of one warpgroup (tw): the V rows past a
-// piece's last visible key, where unused slots may hold NaN, which would survive P = 0.
-template <class Tr, int NB>
-__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw) {
+// stage's first byte; RAW: raw e4m3 blocks at raw_at, rows of 64 bytes) become zeros, by the 128
+// threads of one warpgroup (tw): the V rows past a piece's last visible key, where unused slots
+// may hold NaN, which would survive P = 0. (Whole rows: the swizzle does not matter.)
+template <class Tr, int NB, bool RAW = false>
+__device__ __forceinline__ void zero_v_rows(unsigned st, int blk0, int r0, int tw, int half = 0) {
     const unsigned zero[4] = {0u, 0u, 0u, 0u};
+    constexpr int LC = RAW ? 2 : 3, C = 1 << LC;  // chunks a row: 1 << LC
     static_assert((NB & (NB - 1)) == 0, "NB: a power of two");
-    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * 8; idx += 128)  // 8 chunks a row and block
-        st_shared_u4(st + (blk0 + ((idx >> 3) & (NB - 1))) * Tr::BLOCK_BYTES + (r0 + (idx >> 3) / NB) * 128 +
-                         ((idx & 7) << 4),
+    for (int idx = tw; idx < (Tr::KV_TILE - r0) * NB * C; idx += 128) {  // C chunks a row and block
+        const int blk = blk0 + ((idx >> LC) & (NB - 1));
+        st_shared_u4(st + (RAW ? Tr::raw_at(blk, half) : blk * Tr::BLOCK_BYTES) + (r0 + (idx >> LC) / NB) * (16 * C) +
+                         ((idx & (C - 1)) << 4),
                      zero);
+    }
 }
 
 // Stage "convert" (FP8): the tile whose stage starts at st, landed as nine raw e4m3 blocks (64
@@ -596,7 +677,8 @@ template <class Tr> __device__ __forceinline__ void sum_narrow(float (&l)[Tr::RO
 }
 
 // Narrow tiles, stage "epilogue": this thread's O^T elements (channels 256 wg + 16 wi + g + 64 b
-// + 8 h of its rows), normalized by the rows' sums l and written as store_rows writes.
+// + 8 h of its rows; DIRECT: 256 wg + 16 wi + 2 g + 64 b + h, see pv_narrow), normalized by the
+// rows' sums l and written as store_rows writes.
 template <class Tr, class Cta>
 __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, const Cta &cta, const float (&o)[Tr::O_REGS],
                                              const float (&m)[Tr::ROWS], const float (&l)[Tr::ROWS], int wg, int wi,
@@ -604,7 +686,8 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
     constexpr int E = Tr::S_REGS;  // elements of a block of O^T's 64 rows
     using T = typename Tr::T;
     const bool split_out = p.num_splits > 1, owner = wg == 0 && wi == 0 && lane < 4;  // (owner: writes the lse)
-    const int ch0 = 256 * wg + 16 * wi + (lane >> 2);  // (block b, half h: ch0 + 64 b + 8 h)
+    constexpr int HALF = Tr::DIRECT ? 1 : 8;  // channels between a block's halves
+    const int ch0 = 256 * wg + 16 * wi + (Tr::DIRECT ? 2 : 1) * (lane >> 2);  // (block b, half h: ch0 + 64 b + HALF h)
 #pragma unroll
     for (int c = 0; c < Tr::ROWS; ++c) {
         const int R = cta.row0 + narrow_row(c, lane & 3);
@@ -612,7 +695,7 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
         const AttnRowOut out = cta.row_out(0, R);
         float lse2;
         const float inv = row_finish<Tr>(p, out, m[c], l[c], lse2);
-        // the row's channel ch0 + 64 b + 8 h (block b of O^T, half h), normalized
+        // the row's channel ch0 + 64 b + HALF h (block b of O^T, half h), normalized
         auto val = [&](int b, int h) { return o[E * b + 4 * (c >> 1) + 2 * h + (c & 1)] * inv; };
         if (split_out) {
             const long long prow = out.part(cta.split);
@@ -620,14 +703,14 @@ __device__ __forceinline__ void store_narrow(const dcpattn_attn_kparams &p, cons
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = val(b, h);
+                for (int h = 0; h < 2; ++h) dst[64 * b + HALF * h] = val(b, h);
             if (owner) p.lse_part[prow] = lse2;
         } else {
             unsigned short *dst = reinterpret_cast<unsigned short *>(out.out(ch0));
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) dst[64 * b + 8 * h] = (unsigned short)pack2<T>(val(b, h), 0.f);
+                for (int h = 0; h < 2; ++h) dst[64 * b + HALF * h] = (unsigned short)pack2<T>(val(b, h), 0.f);
             if (owner && p.lse) out.lse(lse2);
         }
     }
@@ -860,7 +943,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
     const unsigned sQ = base + Tr::SMEM_Q, sK = base + Tr::SMEM_K;
     const unsigned bar_full = base + Tr::SMEM_BAR;  // + 8 * (BLOCKS * stage + block)
     // (computed where used: hoisted out of the loop, the addresses would take registers)
-    auto full = [&](int stage, int blk) { return add_at(bar_full, 8 * (BLOCKS * stage + blk)); };
+    auto full = [&](int slot, int blk) { return add_at(bar_full, 8 * (BLOCKS * slot + blk)); };
+    constexpr int SLOTS = Tr::SLOTS;
+    // tile t's slot, and where its raw block blk lies from sK (FP8; see MlaTraits::SLOTS)
+    auto slot = [](int t) { return t & (SLOTS - 1); };
+    auto raw_off = [](int t, int blk) { return (t & 1) * TILE_BYTES + Tr::raw_at(blk, (t >> 1) & (SLOTS / 2 - 1)); };
 
     // ---- which keys of which sequences: one (sequence, split) or the balanced schedule; sparse:
     // one query token (grid.x = batch * max_q_len slots, grid.y = blocks of 64 heads) ----
@@ -880,7 +967,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
 #pragma unroll
         // (sparse: at block 0 the gather's, counting the producer's threads; at block 1 raw_free,
         // counting warpgroup 0's warps)
-        for (int i = 0; i < Tr::STAGES * BLOCKS; ++i)
+        for (int i = 0; i < Tr::SLOTS * BLOCKS; ++i)
             mbar_init(bar_full + 8 * i, !Tr::SPARSE            ? 1
                                         : i % BLOCKS == 1 ? Tr::MATH_THREADS / 2 / 32
                                                           : Tr::PRODUCER_THREADS);
@@ -902,7 +989,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         setmaxnreg_inc<Tr::MATH_REGS>();
     }
     using Cta = typename type_if<Tr::SPARSE, SparseCta, AttnCta<GROUP, M_TILE, KV_TILE>>::type;
-    unsigned phb = 0;  // bit s: parity of the next fill of stage s from before this segment
+    unsigned phb = 0;  // bit s: parity of the next fill of slot s from before this segment
     for (;;) {  // one segment (all the keys of this CTA, or one sequence's piece of its range)
         auto make_cta = [&]() -> Cta {
             if constexpr (Tr::SPARSE)
@@ -919,8 +1006,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
         if (!cta.empty()) {
             const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
             const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
-            // parity of the fill of tile t's stage that brings tile t
-            auto parity = [&](int t) { return ((unsigned)(t >> 1) ^ (phb >> (t & 1))) & 1u; };
+            // parity of the fill of tile t's slot that brings tile t
+            auto parity = [&](int t) { return ((unsigned)(t >> Tr::LOG_SLOTS) ^ (phb >> slot(t))) & 1u; };
             tl.segment(n_tiles);
             // Timeline builds wait here for blocks [b0, b0 + nb) of tile t (sparse: the stage's one
             // mbarrier), so that waiting for bytes is a stage of its own, not part of the next
@@ -929,7 +1016,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 if constexpr (Tr::SPARSE)
                     mbar_wait(full(t & 1, 0), parity(t));
                 else
-                    for (int b = b0; b < b0 + nb; ++b) mbar_wait(full(t & 1, b), parity(t));
+                    for (int b = b0; b < b0 + nb; ++b) mbar_wait(full(slot(t), b), parity(t));
 #endif
                 tl.mark(TL_WAIT_LOAD);
             };
@@ -962,8 +1049,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 const int s = t & 1;
 #pragma unroll 1
                 for (int blk = first; blk < end; blk += step) {
-                    const unsigned bar = full(s, blk);
-                    const unsigned dst = sK + s * TILE_BYTES + (Tr::FP8 ? Tr::raw_at(blk) : blk * BLOCK_BYTES);
+                    const unsigned bar = full(slot(t), blk);
+                    const unsigned dst = sK + (Tr::FP8 ? raw_off(t, blk) : s * TILE_BYTES + blk * BLOCK_BYTES);
                     mbar_expect_tx(bar, DST);
 #pragma unroll 1
                     for (int i = 0; i < nbox; ++i)  // (selects, not src.page[i]: that would put it in local memory)
@@ -976,7 +1063,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
             };
             if (!Tr::SPARSE && tid == 0) {  // (sparse: the producer's)
-                for (int t = 0; t < 2 && t < n_tiles; ++t) {
+                for (int t = 0; t < SLOTS && t < n_tiles; ++t) {
                     TileSrc src;
                     lookup(t, src);
                     load(t, src, 0, BLOCKS, 1);
@@ -989,8 +1076,11 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             float scale = p.scale_log2;
             if constexpr (Tr::FP8 && !Tr::SCALED) {
                 scale *= p.k_scale[0];
-                if constexpr (!same_type<typename Tr::T, fp16>)
-                    scale *= q_tile_to_fp16<Tr>(sQ, reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0), tid);
+                unsigned *red = reinterpret_cast<unsigned *>(gsm + Tr::SMEM_P0);
+                if constexpr (Tr::DIRECT)  // (in the channel order of S's K fragments)
+                    scale *= q_tile_to_fp16_k16<Tr>(sQ, red, tid);
+                else if constexpr (!same_type<typename Tr::T, fp16>)
+                    scale *= q_tile_to_fp16<Tr>(sQ, red, tid);
             }
             math_sync<Tr>();  // Q in place, barriers initialized
 
@@ -1027,6 +1117,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
+            // DIRECT: the blocks of e4m3 fragments in registers at once, in S (qk_direct) and PV
+            // (pv_direct): two on the tile of 16 rows; on the tile of 32 (64 accumulators of O) one,
+            // where two made its balanced kernel spill
+            constexpr int DIRECT_SETS = Tr::M_TILE == 16 ? 2 : 1;
 
             float o[Tr::O_REGS];
 #pragma unroll
@@ -1081,38 +1175,78 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             auto refill = [&](int t, const TileSrc &src, int b0, int nb) { load(t, src, b0 + wi, b0 + nb, 4); };
             // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
             // waited for as it lands; `first`: the first k-step overwrites S
-            // (tile t's stage is t % 2, and its fill of that stage has parity t / 2 % 2)
+            // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
+            // DIRECT: S^T (+)= K Q^T over raw blocks [b0, b0 + nb) of tile t, each waited for as it
+            // lands: its K fragments into registers in fp16 (sw64_e4m3_k_frags), then four k16 wgmmas
+            // with Q from shared memory, a group a block, DIRECT_SETS blocks' registers in flight.
+            // Returns with every wgmma done (the fragments' registers are free again); `first`: the
+            // first k-step overwrites S
+            auto qk_direct = [&](int t, int b0, int nb, bool first) {
+                if constexpr (Tr::DIRECT) {
+                    const unsigned par = parity(t);
+                    unsigned ka[DIRECT_SETS][4][4];
+#pragma unroll
+                    for (int b = 0; b < nb; ++b) {
+                        const int blk = b0 + b;
+                        mbar_wait(full(slot(t), blk), par);
+                        if (b >= DIRECT_SETS) {
+                            wgmma_wait<DIRECT_SETS - 1>();  // block b - DIRECT_SETS is done with its registers
+                            fence_regs(ka[b % DIRECT_SETS]);
+                        }
+                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, ka[b % DIRECT_SETS]);
+                        fence_regs(ka[b % DIRECT_SETS]);  // (converted before the fence)
+                        wgmma_fence();
+#pragma unroll
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, ka[b % DIRECT_SETS][kk],
+                                                            desc_at(add_at(ql, qstep<Tr>(4 * blk + kk)), dhi),
+                                                            first && b == 0 && kk == 0 ? 0 : 1);
+                        wgmma_commit();
+                    }
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < DIRECT_SETS; ++i) fence_regs(ka[i]);
+                }
+            };
             auto qk_blocks = [&](int t, int b0, bool first) {
-                const unsigned par = parity(t), kl = k_lo(t);
+                if constexpr (Tr::DIRECT) {
+                    qk_direct(t, b0, 4, first);
+                } else {
+                    const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    const int blk = b0 + b;
-                    if constexpr (!Tr::FP8) mbar_wait(full(t & 1, blk), par);  // (FP8: convert_tile waited)
+                    for (int b = 0; b < 4; ++b) {
+                        const int blk = b0 + b;
+                        if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const unsigned off = kstep(4 * blk + i);
-                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
-                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
-                                                               desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
-                                                               first && b == 0 && i == 0 ? 0 : 1);
-                        else
-                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                             first && b == 0 && i == 0 ? 0 : 1);
+                        for (int i = 0; i < 4; ++i) {
+                            const unsigned off = kstep(4 * blk + i);
+                            if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                                wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                                   desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                                   first && b == 0 && i == 0 ? 0 : 1);
+                            else
+                                wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                                 first && b == 0 && i == 0 ? 0 : 1);
+                        }
                     }
                 }
             };
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
-                const unsigned kl = k_lo(t);
-                if constexpr (!Tr::FP8) mbar_wait(full(t & 1, BLOCKS - 1), parity(t));
+                if constexpr (Tr::DIRECT) {
+                    qk_direct(t, BLOCKS - 1, 1, false);
+                } else {
+                    const unsigned kl = k_lo(t);
+                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    if constexpr (Tr::NARROW)
-                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
-                                                           desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
-                    else
-                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                    for (int i = 0; i < 4; ++i) {
+                        if constexpr (Tr::NARROW)
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                                               desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                        else
+                            wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                    }
                 }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
@@ -1120,8 +1254,40 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // Narrow: O^T[my half] += V(t)^T[my half] P^T, P (16 x 64, K-major) from shared memory at
             // descriptor dpp: each of the warpgroup's four 64-channel blocks of V is an MN-major A
             // operand (the same bytes that the m64 tile reads as B)
+            // DIRECT: V^T comes from the e4m3 stage into registers instead, as the A operand in fp16
+            // (sw64_e4m3_vt_frags: row g of warp wi's 16 is channel 16 wi + 2 g, row g + 8 channel
+            // 16 wi + 2 g + 1, which store_narrow follows), block by block, each block's four wgmmas
+            // a group (all four blocks' registers at once made ptxas serialize the wgmmas for want of
+            // registers). Rows past the last visible key were zeroed in the stage (zero_tail).
+            auto pv_direct = [&](int t, unsigned long long dpp) {
+                if constexpr (Tr::DIRECT) {
+                    auto block = [&](int b, unsigned (&va)[4][4]) {
+                        sw64_e4m3_vt_frags(sK + raw_off(t, 4 * wg + b), wi, lane, va);
+                        fence_regs(va);  // (converted before the fence)
+                        fence_regs(o);
+                        wgmma_fence();
+#pragma unroll
+                        for (int kk = 0; kk < 4; ++kk)
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b], va[kk],
+                                                            dpp + ((kk * 32) >> 4));
+                        wgmma_commit();
+                    };
+                    constexpr int SETS = DIRECT_SETS;
+                    unsigned va[SETS][4][4];
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        if (b >= SETS) {
+                            wgmma_wait<SETS - 1>();  // block b - SETS is done with its registers
+                            fence_regs(va[b % SETS]);
+                        }
+                        block(b, va[b % SETS]);
+                    }
+                }
+            };
             auto pv_narrow = [&](int t, unsigned long long dpp) {
-                if constexpr (Tr::NARROW) {
+                if constexpr (Tr::DIRECT) {
+                    pv_direct(t, dpp);
+                } else if constexpr (Tr::NARROW) {
                     fence_regs(o);
                     wgmma_fence();
 #pragma unroll
@@ -1163,8 +1329,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // the last visible key.
             auto zero_tail = [&](int t) {
 #pragma unroll 1
-                for (int b = 0; b < 4; ++b) mbar_wait(full(t & 1, 4 * wg + b), parity(t));
-                zero_v_rows<Tr, 4>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw);
+                for (int b = 0; b < 4; ++b) mbar_wait(full(slot(t), 4 * wg + b), parity(t));
+                zero_v_rows<Tr, 4, Tr::DIRECT>(sK + (t & 1) * TILE_BYTES, 4 * wg, cta_hi - (kv_begin + t * KV_TILE), tw,
+                                               (t >> 1) & (SLOTS / 2 - 1));
                 fence_proxy_async();
                 wg_sync(wg);
             };
@@ -1310,13 +1477,13 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             };
             // Refills: warpgroup 0 brings blocks 0-3 of a stage (FP8: the whole raw tile, whose
             // blocks land where 16-bit blocks 0-3 and 8 go), warpgroup 1 blocks 4-8 (FP8: none)
-            constexpr int N0 = Tr::FP8 ? BLOCKS : 4;
+            constexpr int N0 = Tr::CONVERT ? BLOCKS : 4;
 
             // S of tile 0 (tiles 0 and 1 are on their way)
             tl.mark(TL_START);
             if (wg == 0 && n_tiles > 0) {
-                tl_wait(0, 0, Tr::FP8 ? BLOCKS : 4);
-                if constexpr (Tr::FP8) convert(0);
+                tl_wait(0, 0, Tr::CONVERT ? BLOCKS : 4);
+                if constexpr (Tr::CONVERT) convert(0);
                 tl.mark(TL_CONVERT);
                 fence_regs(sacc);
                 wgmma_fence();
@@ -1334,20 +1501,22 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // half of O before its own softmax; warpgroup 0 adds P(t1) V(t1) and computes S of t0 + 2
             // while warpgroup 1 finishes t1. Each column block is refilled by the warpgroup that reads
             // it last, as soon as it is done with it.
-            TileSrc pg0, pg1;  // where tiles t0 + 2 and t0 + 3 come from (lane 0 of each warp)
+            TileSrc pg0, pg1;  // where tiles t0 + SLOTS and t0 + 1 + SLOTS come from (lane 0 of each warp)
             for (int t0 = 0; t0 < n_tiles; t0 += 2) {
                 const int t1 = t0 + 1;
                 const bool has1 = t1 < n_tiles, next0 = t0 + 2 < n_tiles, next1 = t0 + 3 < n_tiles;
+                // the tiles that refill the slots of t0 and t1 (SLOTS 2: t0 + 2 and t0 + 3)
+                const bool fill0 = t0 + SLOTS < n_tiles, fill1 = t0 + 1 + SLOTS < n_tiles;
                 if (!Tr::SPARSE && elected) {
-                    if (next0) lookup(t0 + 2, pg0);
-                    if (next1) lookup(t0 + 3, pg1);
+                    if (fill0) lookup(t0 + SLOTS, pg0);
+                    if (fill1) lookup(t0 + 1 + SLOTS, pg1);
                 }
-                if (!Tr::FP8 && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
+                if (!Tr::CONVERT && !next0 && kv_begin + n_tiles * KV_TILE > cta_hi)
                     zero_tail(n_tiles - 1);  // the last pair (FP8: the conversions zero those rows)
                 if (wg == 0) {
                     const bool moved0 = softmax(t0);
                     tl.mark(TL_SOFTMAX);
-                    if (!Tr::FP8 && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
+                    if (!Tr::CONVERT && t0 >= 2) nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0 - 2) and its reference
                     // (FP8: waited for before converting t0 into stage 0, see below)
                     tl.mark(TL_WAIT_PEER);
                     if (tw == 0) flag[0] = moved0 ? 1u : 0u;
@@ -1359,8 +1528,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     fence_regs(o);
                     if constexpr (Tr::SPARSE) {
                         if (next0) release(0);  // blocks 0-3 and 8 of stage 0 are read
-                    } else if (elected && next0) {
-                        refill(t0 + 2, pg0, 0, N0);  // blocks 0-3 of stage 0 are read
+                    } else if (elected && fill0) {
+                        refill(t0 + SLOTS, pg0, 0, N0);  // blocks 0-3 of t0's slot are read
                     }
                     tl.mark(TL_PV);
                     if (has1) {
@@ -1376,7 +1545,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             release(1);  // blocks 0-3 of stage 1 are read (8 by warpgroup 1's S of t1, before P(t1))
                             tl.mark(TL_PV);
                         }
-                    if constexpr (Tr::FP8)
+                    if constexpr (Tr::CONVERT)
                         if (next0) {
                             nbar_sync<4, 256>();  // warpgroup 1 is done with P(t0), its reference and V(t0)
                             tl.mark(TL_WAIT_PEER);
@@ -1384,16 +1553,16 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             convert(t0 + 2);
                             tl.mark(TL_CONVERT);
                         }
-                    if (!Tr::FP8 && next0) tl_wait(t0 + 2, 0, 4);
+                    if (!Tr::CONVERT && next0) tl_wait(t0 + 2, 0, 4);
                     if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                         fence_regs(sacc);
                         wgmma_fence();
                         qk_blocks(t0 + 2, 0, true);
                         wgmma_commit();
                     }
-                    if (!Tr::SPARSE && next1) {  // blocks 0-3 of stage 1 are read once O0 += P(t1) V(t1) is done
+                    if (!Tr::SPARSE && fill1) {  // blocks 0-3 of t1's slot are read once O0 += P(t1) V(t1) is done
                         wgmma_wait<1>();
-                        if (elected) refill(t0 + 3, pg1, 0, N0);
+                        if (elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
                     }
                     if (next0) {
                         qk_blocks(t0 + 2, 4, false);
@@ -1416,8 +1585,8 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         pv_other(t0);  // O1 += P(t0) V(t0)[:, 256:512]
                     };
                     if (has1) {
-                        tl_wait(t1, 0, Tr::FP8 ? BLOCKS : 4);
-                        if constexpr (Tr::FP8) convert(t1);
+                        tl_wait(t1, 0, Tr::CONVERT ? BLOCKS : 4);
+                        if constexpr (Tr::CONVERT) convert(t1);
                         tl.mark(TL_CONVERT);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
@@ -1442,12 +1611,12 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     wgmma_wait<0>();
                     fence_regs(o);
                     if (next0) nbar_arrive<4, 256>();  // done with P(t0) and its reference
-                    if (!Tr::FP8 && elected && next0) refill(t0 + 2, pg0, 4, 5);  // blocks 4-8 of stage 0 are read
+                    if (!Tr::CONVERT && elected && fill0) refill(t0 + SLOTS, pg0, 4, 5);  // blocks 4-8 of t0's slot are read
                     tl.mark(TL_PV);
                     if (has1) {
                         pv_own(t1);  // O1 += P(t1) V(t1)[:, 256:512]
                         wgmma_wait<0>();
-                        if (!Tr::FP8 && elected && next1) refill(t0 + 3, pg1, 4, 5);  // blocks 4-8 of stage 1 are read
+                        if (!Tr::CONVERT && elected && fill1) refill(t0 + 1 + SLOTS, pg1, 4, 5);  // blocks 4-8 of t1's slot are read
                         tl.mark(TL_PV);
                     }
                 }
@@ -1477,7 +1646,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 }
                 tl.mark(TL_EPILOGUE);
             }
-            phb ^= (unsigned)(((n_tiles + 1) >> 1) & 1) | (unsigned)((n_tiles >> 1) & 1) << 1;
+            unsigned fills = 0;  // bit k: slot k took an odd number of fills, (n_tiles - k + SLOTS - 1) / SLOTS
+#pragma unroll
+            for (int k = 0; k < SLOTS; ++k) fills |= (unsigned)(((n_tiles - k + SLOTS - 1) >> Tr::LOG_SLOTS) & 1) << k;
+            phb ^= fills;
         }
         if constexpr (!BALANCED)
             break;

@@ -12,6 +12,12 @@
         (sw128_stsm_store, templates/ptx.cuh) land where the K-major SW128 operand holds them;
      4. the narrow tiles' P: the S^T accumulator's pairs stored by stmatrix .trans
         (sw128_stsm_trans_row, templates/ptx.cuh) land as the K-major SW128 P tile (rows x keys);
+     5. an e4m3 cache on the narrow tiles (mla.cuh, "FP8 on the narrow tiles"): S^T = K Q^T with
+        K's fp16 A fragments from the e4m3 stage (64-byte swizzle, as TMA lays it) by ldmatrix
+        (sw64_e4m3_k_frags), Q (fp16) K-major SW128 with each 16 channels in k16_channel's order;
+     6. and its O^T = V^T P^T: V^T's fp16 A fragments from the e4m3 stage by ldmatrix .trans
+        (sw64_e4m3_vt_frags), P (fp16) K-major SW128, the rows in its channel order (row
+        16 w + g + 8 h is channel 16 w + 2 g + h);
    every result read through the accumulator fragment map (row 16 w + g + 8 h, column 8 i +
    2 q4 + e). Built with nvcc for sm_90a; without such a GPU it says so and runs nothing. */
 #include <cuda_runtime.h>
@@ -40,6 +46,13 @@ __device__ unsigned sw128(unsigned off) { return off ^ (((off >> 7) & 7u) << 4);
 __device__ void fill_sw128(unsigned dst, const unsigned short *src, int rows) {
     for (int i = threadIdx.x; i < rows * 64; i += 128)
         asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst + sw128((i >> 6) * 128 + (i & 63) * 2)), "h"(src[i]));
+}
+// 64-byte swizzle of a byte offset inside a 512-byte-aligned region (rows of 64 bytes).
+__device__ unsigned sw64(unsigned off) { return off ^ (((off >> 7) & 3u) << 4); }
+// rows x 64 bytes (row-major) into shared memory at dst, rows of 64 bytes, SW64
+__device__ void fill_sw64(unsigned dst, const unsigned char *src, int rows) {
+    for (int i = threadIdx.x; i < rows * 64; i += 128)
+        asm volatile("st.shared.u8 [%0], %1;" ::"r"(dst + sw64(i)), "h"((unsigned short)src[i]));
 }
 // this thread's accumulators of a 64 x N tile to d (row-major)
 template <int N> __device__ void store_tile(const float (&acc)[N / 2], float *d) {
@@ -121,12 +134,61 @@ template <int N> __global__ void __launch_bounds__(128) stsm_narrow_kernel(const
     }
 }
 
+// 5 (PV = 0): D (64 x N) = K (64 x 64) Q^T: a = K (64 keys x 64 channels, e4m3, SW64) into fp16 A
+// fragments by sw64_e4m3_k_frags, b = Q (N x 64 channels, fp16, each 16 in k16_channel's order)
+// K-major SW128.
+// 6 (PV = 1): D (64 channels x N) = V^T P^T: a = V (64 keys x 64 channels, e4m3, SW64) into fp16
+// A fragments by sw64_e4m3_vt_frags, b = P (N x 64 keys, fp16) K-major SW128; row r of the
+// accumulator holds channel 16 (r / 16) + 2 (r % 8) + (r % 16) / 8, so d is written through it.
+template <int N, int PV>
+__global__ void __launch_bounds__(128) e4m3_kernel(const unsigned char *a, const unsigned short *b, float *d) {
+    extern __shared__ __attribute__((aligned(1024))) unsigned char sm[];
+    const unsigned base = (smem_u32(sm) + 1023u) & ~1023u, sa = base, sb = base + 8192;
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    fill_sw64(sa, a, KEYS);
+    fill_sw128(sb, b, N);
+    fence_proxy_async();
+    __syncthreads();
+    float acc[N / 2];
+    unsigned va[4][4];
+    for (int j = 0; j < N / 2; ++j) acc[j] = 0.f;
+    if (PV)
+        sw64_e4m3_vt_frags(sa, wi, lane, va);
+    else
+        sw64_e4m3_k_frags(sa, wi, lane, va);
+    fence_regs(va);
+    fence_regs(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_narrow<fp16, N>(acc, va[kk], sw128_desc(sb + kk * 32, 16, 1024), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int j = 0; j < N / 2; ++j) {
+        int r, c;
+        frag_at(j, r, c);
+        if (PV) r = 16 * (r >> 4) + 2 * (r & 7) + ((r >> 3) & 1);
+        d[r * N + c] = acc[j];
+    }
+}
+
 // ---- host ----
 static unsigned short bf16_of(int x) {  // small integers are exact
     float f = (float)x;
     unsigned u;
     memcpy(&u, &f, 4);
     return (unsigned short)(u >> 16);
+}
+static unsigned short fp16_of(int x) {  // small integers are exact
+    int m = x < 0 ? -x : x, e = 15;
+    if (m == 0) return x < 0 ? 0x8000 : 0;
+    while (m >= 2 << (e - 15)) e++;
+    return (unsigned short)((x < 0 ? 0x8000 : 0) | e << 10 | ((m << (10 - (e - 15))) & 0x3ff));
+}
+static unsigned char e4m3_of(int x) {  // small integers (|x| <= 15) are exact
+    int m = x < 0 ? -x : x, e = 7;
+    if (m == 0) return x < 0 ? 0x80 : 0;
+    while (m >= 2 << (e - 7)) e++;
+    return (unsigned char)((x < 0 ? 0x80 : 0) | e << 3 | ((m << (3 - (e - 7))) & 7));
 }
 static int rnd(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
 
@@ -189,6 +251,30 @@ template <int N> static void test_bf16(void) {
     });
 }
 
+// S^T = K Q^T (K e4m3 into fp16 fragments, Q fp16, N query rows) and O^T = V^T P^T (V e4m3 into
+// fp16 fragments, P fp16)
+template <int N> static void test_e4m3(void) {
+    static unsigned char k[KEYS * 64];
+    static unsigned short q[N * 64], p[N * 64];
+    static int ki[KEYS * 64], qi[N * 64];
+    static float want[KEYS * N];
+    char what[96];
+    for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
+    for (int i = 0; i < N * 64; i++) p[i] = fp16_of(qi[i] = rnd(0, 3));
+    for (int i = 0; i < N * 64; i++) q[i] = p[(i & ~15) + k16_channel(i & 15)];  // (channel order of K's fragments)
+    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16, K from e4m3 SW64 by ldmatrix", N);
+    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
+        e4m3_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+    });
+    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+            [&](int c, int key) { return qi[c * 64 + key]; });
+    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
+    run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
+        e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+    });
+}
+
 // the 64-row tile's P store
 static void test_stsm(void) {
     static unsigned short p[64 * 64];
@@ -227,6 +313,10 @@ int main(void) {
     cudaFuncSetAttribute(bf16_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(bf16_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(bf16_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(e4m3_kernel<16, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(e4m3_kernel<32, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(e4m3_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(e4m3_kernel<32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     cudaFuncSetAttribute(stsm_narrow_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
@@ -234,6 +324,8 @@ int main(void) {
     for (int rep = 0; rep < 3; rep++) {  // (fresh random integers each time)
         test_bf16<16>();
         test_bf16<32>();
+        test_e4m3<16>();
+        test_e4m3<32>();
         test_stsm();
         test_stsm_narrow<16>();
         test_stsm_narrow<32>();

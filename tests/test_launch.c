@@ -429,8 +429,8 @@ int main(void) {
             CHECK(ok && ((uintptr_t)&mp->kp.k_tmap % 64) == 0, "MLA tensor map in the parameter block, 64-byte aligned");
             dcpattn_attn_plan_destroy(mp);
         }
-        /* an e4m3 cache: byte rows, unswizzled for the 64-row tile and the narrow tile (Hq 16 at
-           q_len 1) alike (each tile converted in shared memory) */
+        /* an e4m3 cache: byte rows, unswizzled for the 64-row tile (converted in shared memory),
+           64-byte swizzled for the narrow tile (Hq 16 at q_len 1, which reads it as it lands) */
         for (i = 0; i < 2; i++) {
             dcpattn_attn_desc f = m;
             dcpattn_attn_args ma = a;
@@ -450,7 +450,7 @@ int main(void) {
             CHECK(strcmp(dcpattn_attn_variant(mp), i ? "mla_bf16_kve4m3_h16_m16" : "mla_bf16_kve4m3_h128_m64") == 0 &&
                       tmap_rec.calls == 1 && tmap_rec.dtype == 0 && tmap_rec.stride[0] == 576 &&
                       tmap_rec.stride[1] == 576ULL * 64 && tmap_rec.box[0] == 64 && tmap_rec.box[1] == 64 &&
-                      tmap_rec.swizzle == 0,
+                      tmap_rec.swizzle == (i ? 2 : 0),
                   "MLA e4m3 tensor map (%s): dtype %d, swizzle %d", dcpattn_attn_variant(mp), tmap_rec.dtype,
                   tmap_rec.swizzle);
             dcpattn_attn_plan_destroy(mp);

@@ -75,14 +75,22 @@ function M.traits(spec)
     -- P of warpgroup 0 (m64: a 64 x 64 tile; narrow: both warpgroups' m x 64 and the warps' row
     -- maxima, 2 x 2 x 4 x m floats)
     local p_block = math.max(64 * 64 * esize, m < 64 and 2 * m * 64 * esize + 64 * m or 0)
+    -- the swizzle (bytes) of the TMA map that brings K tiles: 128 for a 16-bit cache; e4m3 on the
+    -- narrow tiles 64 (the tile stays e4m3 in shared memory, read by wgmma and ldmatrix), on the
+    -- 64-row tile none (the kernel converts it into a swizzled 16-bit tile)
+    local kv_swizzle = spec.kv_dtype ~= "e4m3" and 128 or m < 64 and 64 or 0
+    -- slots of the K stages (a raw e4m3 tile on a narrow tile takes half a stage: two a stage),
+    -- each with an mbarrier per 64-channel column block
+    local slots = kv_swizzle == 64 and 2 * STAGES or STAGES
     return {
         threads = M_TILES[spec.m_tile].threads,
         kv_tile = KV_TILE,
+        kv_swizzle = kv_swizzle,
         stages = STAGES,
         -- Q tile + K stages + P + row max/sum + flags + mbarriers (one per column block of each
-        -- stage) + 1024-byte alignment slack
+        -- slot) + 1024-byte alignment slack
         smem = m * M.DQK * esize + STAGES * tile + p_block + 2 * 64 * 4 + 16
-            + STAGES * (M.DQK // 64) * 8 + 1024,
+            + slots * (M.DQK // 64) * 8 + 1024,
     }
 end
 
@@ -93,12 +101,14 @@ function M.bindings(spec, name)
         GROUP = spec.hq,
         M_TILE = spec.m_tile,
         SMEM = t.smem, -- checked against the kernel's own layout (MlaTraits::SMEM_BYTES)
+        KV_SWIZZLE = t.kv_swizzle, -- and against MlaTraits::KV_SWIZZLE
     })
 end
 
 function M.meta(spec)
-    return util.attn_meta(spec, M.traits(spec),
-        { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq, kv_dtype = spec.kv_dtype })
+    local t = M.traits(spec)
+    return util.attn_meta(spec, t,
+        { head_dim = M.DQK, head_dim_v = M.DV, group = spec.hq, kv_dtype = spec.kv_dtype, kv_swizzle = t.kv_swizzle })
 end
 
 function M.defaults()
