@@ -229,50 +229,55 @@ template <class FA, class FB> static void product(float *want, int rows, int col
         }
 }
 
-// S^T = K Q^T (bf16, N query rows) and O^T = V^T P^T (bf16, N query rows)
+// The two products of a narrow tile on one K tile (KEYS keys x 64 channels, small integers ki)
+// and N query rows (qi): S^T = K Q^T, launched by score(k, q, d) on k and q, and O^T = V^T P^T
+// with the K tile as V and the rows as P (N x 64 keys), launched by pv(k, p, d) on k and p; k,
+// q, p are the uploaded bytes of the operands in the kernels' formats.
+template <int N, class Score, class Pv>
+static void narrow_products(const char *format, const void *k, size_t nk, const void *q, const void *p, size_t nq,
+                            const int *ki, const int *qi, const char *s_how, const char *o_how, Score score, Pv pv) {
+    static float want[KEYS * N];
+    char what[128];
+    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
+    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16 %s, %s", N, format, s_how);
+    run_case(what, k, nk, q, nq, want, KEYS * N, score);
+    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
+            [&](int c, int key) { return qi[c * 64 + key]; });
+    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16 %s, %s", N, format, o_how);
+    run_case(what, k, nk, p, nq, want, 64 * N, pv);
+}
+
+// bf16, N query rows
 template <int N> static void test_bf16(void) {
     static unsigned short k[KEYS * 64], q[N * 64];
     static int ki[KEYS * 64], qi[N * 64];
-    static float want[KEYS * N];
-    char what[96];
     for (int i = 0; i < KEYS * 64; i++) k[i] = bf16_of(ki[i] = rnd(-3, 3));
     for (int i = 0; i < N * 64; i++) q[i] = bf16_of(qi[i] = rnd(0, 3));
-    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
-    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16 bf16, K-major SW128", N);
-    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
-        bf16_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
-    });
-    // the same K tile as V (64 keys x 64 channels), q as P (N x 64 keys)
-    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
-            [&](int c, int key) { return qi[c * 64 + key]; });
-    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16 bf16, A MN-major SW128", N);
-    run_case(what, k, sizeof k, q, sizeof q, want, 64 * N, [](void *a, void *b, float *d) {
-        bf16_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
-    });
+    narrow_products<N>("bf16", k, sizeof k, q, q, sizeof q, ki, qi, "K-major SW128", "A MN-major SW128",
+        [](void *a, void *b, float *d) {
+            bf16_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+        },
+        [](void *a, void *b, float *d) {
+            bf16_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
+        });
 }
 
-// S^T = K Q^T (K e4m3 into fp16 fragments, Q fp16, N query rows) and O^T = V^T P^T (V e4m3 into
-// fp16 fragments, P fp16)
+// K (and V) e4m3 converted into fp16 fragments, Q and P fp16, N query rows
 template <int N> static void test_e4m3(void) {
     static unsigned char k[KEYS * 64];
     static unsigned short q[N * 64], p[N * 64];
     static int ki[KEYS * 64], qi[N * 64];
-    static float want[KEYS * N];
-    char what[96];
     for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
     for (int i = 0; i < N * 64; i++) p[i] = fp16_of(qi[i] = rnd(0, 3));
     for (int i = 0; i < N * 64; i++) q[i] = p[(i & ~15) + k16_channel(i & 15)];  // (channel order of K's fragments)
-    product(want, KEYS, N, 64, [&](int r, int x) { return ki[r * 64 + x]; }, [&](int c, int x) { return qi[c * 64 + x]; });
-    snprintf(what, sizeof what, "S^T = K Q^T, m64n%dk16, K from e4m3 SW64 by ldmatrix", N);
-    run_case(what, k, sizeof k, q, sizeof q, want, KEYS * N, [](void *a, void *b, float *d) {
-        e4m3_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
-    });
-    product(want, 64, N, KEYS, [&](int ch, int key) { return ki[key * 64 + ch]; },
-            [&](int c, int key) { return qi[c * 64 + key]; });
-    snprintf(what, sizeof what, "O^T = V^T P^T, m64n%dk16, V^T from e4m3 SW64 by ldmatrix .trans", N);
-    run_case(what, k, sizeof k, p, sizeof p, want, 64 * N, [](void *a, void *b, float *d) {
-        e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
-    });
+    narrow_products<N>("e4m3 -> fp16", k, sizeof k, q, p, sizeof q, ki, qi, "K from e4m3 SW64 by ldmatrix",
+        "V^T from e4m3 SW64 by ldmatrix .trans",
+        [](void *a, void *b, float *d) {
+            e4m3_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+        },
+        [](void *a, void *b, float *d) {
+            e4m3_kernel<N, 1><<<1, 128, SMEM>>>((const unsigned char *)a, (const unsigned short *)b, d);
+        });
 }
 
 // the 64-row tile's P store
