@@ -325,20 +325,14 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned
            ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// The same, 64-byte swizzle: K-major rows of 64 bytes in atoms of 8 rows (512 bytes, SBO), the
-// 16-byte chunk c of row r at chunk c ^ ((r / 2) % 4), as TMA's 64-byte swizzle writes them; the
-// tile 512-byte aligned.
-__device__ __forceinline__ unsigned long long sw64_desc(unsigned addr) {
-    return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((unsigned long long)(512u >> 4) << 32) |
-           (2ull << 62);
-}
-
-// An e4m3 tile of 64 keys x 64 channels (bytes) in that layout at `tile` as the transposed A
-// operand of an fp16 wgmma (V^T: channels x keys), in registers: warp wi's 16 rows for the four
-// k16 steps (keys 16 kk ..), va[kk]. ldmatrix .trans of 16-bit pairs (two channels of a key)
-// gives a lane, of an 8-key matrix, channels 2 g, 2 g + 1 of the warp's 16 for keys 2 q4, + 1
-// (g = lane / 4, q4 = lane % 4), which e4m3x4_split parts: so row g of the warp's rows is
-// channel 16 wi + 2 g and row g + 8 channel 16 wi + 2 g + 1. One x4 covers two k16 steps.
+// An e4m3 tile of 64 keys x 64 channels (bytes) in TMA's 64-byte swizzle (K-major rows of 64
+// bytes in atoms of 8 rows, the 16-byte chunk c of row r at chunk c ^ ((r / 2) % 4), the tile
+// 512-byte aligned) at `tile` as the transposed A operand of an fp16 wgmma (V^T: channels x
+// keys), in registers: warp wi's 16 rows for the four k16 steps (keys 16 kk ..), va[kk].
+// ldmatrix .trans of 16-bit pairs (two channels of a key) gives a lane, of an 8-key matrix,
+// channels 2 g, 2 g + 1 of the warp's 16 for keys 2 q4, + 1 (g = lane / 4, q4 = lane % 4),
+// which e4m3x4_split parts: so row g of the warp's rows is channel 16 wi + 2 g and row g + 8
+// channel 16 wi + 2 g + 1. One x4 covers two k16 steps.
 __device__ __forceinline__ void sw64_e4m3_vt_frags(unsigned tile, int wi, int lane, unsigned (&va)[4][4]) {
     const int key_l = 8 * (lane >> 3) + (lane & 7);  // this lane's row of the x4: key 32 kp + key_l
 #pragma unroll
@@ -352,7 +346,7 @@ __device__ __forceinline__ void sw64_e4m3_vt_frags(unsigned tile, int wi, int la
     }
 }
 
-// An e4m3 tile of 64 keys x 64 channels (bytes) in that layout at `tile` as the A operand of an
+// An e4m3 tile of 64 keys x 64 channels (bytes) in the same layout at `tile` as the A operand of an
 // fp16 wgmma (K: keys x channels), in registers: warp wi's 16 keys for the four k16 steps
 // (channels 16 kk ..), ka[kk]. ldmatrix (not .trans) gives a lane four consecutive bytes of a
 // row, channels 4 q4 .. 4 q4 + 3 of the step's 16 (q4 = lane % 4), which e4m3x4_to turns into
@@ -382,7 +376,7 @@ template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const
 // d (64 x 64) (+)= A (64 x 16, smem, K-major) * B (16 x 64, smem, K-major).
 template <class T> __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x N, N = 16 or 32) (+)= A (64 x 16, smem; K-major, or MN-major with TA = 1) * B (16 x N,
-// smem, K-major); T = e4m3: A 64 x 32 and B 32 x N, both K-major (TA = 0).
+// smem, K-major).
 template <class T, int N, int TA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate);
 // d (64 x N, N = 16 or 32) (+)= A (64 x 16, registers) * B (16 x N, smem, K-major).
@@ -415,27 +409,25 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
 #define DCPATTN_D64 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 "}"
 #define DCPATTN_D128 "{" DCPATTN_R0_31 ", " DCPATTN_R32_63 ", " DCPATTN_R64_127 "}"
 
-// m64nNK from shared memory (N = 16: 8 accumulators, 32: 16; K "k16", or "k32" for e4m3), A
-// transposed (MN-major) when TA is 1 (TRANS: the transpose operands, none for e4m3); DREGS, DA,
-// DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag), OUTS: the
-// accumulators' output constraints
-#define DCPATTN_SS_NARROW(T, PT, N, TA, K, TRANS, DREGS, DA, DB, AC, OUTS)                                            \
+// m64nNk16 from shared memory (N = 16: 8 accumulators, 32: 16), A transposed (MN-major) when TA
+// is 1; DREGS, DA, DB, AC: the PTX operands (the accumulators, da, db, the accumulate flag),
+// OUTS: the accumulators' output constraints
+#define DCPATTN_SS_NARROW(T, PT, N, TA, DREGS, DA, DB, AC, OUTS)                                                      \
     template <> __device__ __forceinline__ void wgmma_ss_narrow<T, N, TA>(float (&d)[N / 2], unsigned long long da,    \
                                                                           unsigned long long db, int accumulate) {     \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " AC ", 0;\n"                                                  \
-                     "wgmma.mma_async.sync.aligned.m64n" #N K ".f32." PT "." PT " " DREGS ", " DA ", " DB             \
-                     ", p, 1, 1" TRANS ";\n}\n"                                                                       \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " " DREGS ", " DA ", " DB            \
+                     ", p, 1, 1, " #TA ", 0;\n}\n"                                                                    \
                      : OUTS                                                                                            \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }
-#define DCPATTN_SS_N16(T, PT, TA, K, TRANS)                                                                           \
-    DCPATTN_SS_NARROW(T, PT, 16, TA, K, TRANS, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", DCPATTN_F8(d, 0))
-#define DCPATTN_SS_N32(T, PT, TA, K, TRANS)                                                                           \
-    DCPATTN_SS_NARROW(T, PT, 32, TA, K, TRANS,                                                                        \
-                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16", "%17", "%18",   \
-                      DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
+#define DCPATTN_SS_N16(T, PT, TA) DCPATTN_SS_NARROW(T, PT, 16, TA, "{%0, %1, %2, %3, %4, %5, %6, %7}", "%8", "%9", "%10", \
+                                                    DCPATTN_F8(d, 0))
+#define DCPATTN_SS_N32(T, PT, TA)                                                                                     \
+    DCPATTN_SS_NARROW(T, PT, 32, TA, "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "%16",  \
+                      "%17", "%18", DCPATTN_F8(d, 0) DCPATTN_COMMA DCPATTN_F8(d, 8))
 #define DCPATTN_COMMA ,
-// m64nNk16 with A in registers, B K-major; operands as DCPATTN_SS_NARROW's
+// m64nNk16 with A in registers, B K-major; operands as DCPATTN_SS_NARROW's (A: the four registers)
 #define DCPATTN_RS_NARROW(T, PT, N, DREGS, A, DB, AC, OUTS)                                                           \
     template <> __device__ __forceinline__ void wgmma_rs_narrow<T, N>(float (&d)[N / 2], const unsigned (&a)[4],       \
                                                                       unsigned long long db, int accumulate) {         \
@@ -468,10 +460,10 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
                      : DCPATTN_F32(d, 0)                                                                               \
                      : "l"(da), "l"(db), "r"(accumulate));                                                             \
     }                                                                                                                  \
-    DCPATTN_SS_N16(T, PT, 0, "k16", ", 0, 0")                                                                          \
-    DCPATTN_SS_N16(T, PT, 1, "k16", ", 1, 0")                                                                          \
-    DCPATTN_SS_N32(T, PT, 0, "k16", ", 0, 0")                                                                          \
-    DCPATTN_SS_N32(T, PT, 1, "k16", ", 1, 0")                                                                          \
+    DCPATTN_SS_N16(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N16(T, PT, 1)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 0)                                                                                           \
+    DCPATTN_SS_N32(T, PT, 1)                                                                                           \
     DCPATTN_RS_N16(T, PT)                                                                                              \
     DCPATTN_RS_N32(T, PT)                                                                                              \
     template <> __device__ __forceinline__ void wgmma_ss_n256<T>(float (&d)[128], unsigned long long da,               \
@@ -511,9 +503,6 @@ template <class T> __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128]
     }
 DCPATTN_MMAS(bf16, "bf16")
 DCPATTN_MMAS(fp16, "f16")
-// e4m3 x e4m3, narrow: m64nNk32, both operands K-major (FP8 wgmma has no transposed operand)
-DCPATTN_SS_N16(e4m3, "e4m3", 0, "k32", "")
-DCPATTN_SS_N32(e4m3, "e4m3", 0, "k32", "")
 #undef DCPATTN_MMAS
 #undef DCPATTN_SS_N16
 #undef DCPATTN_SS_N32
