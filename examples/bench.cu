@@ -20,6 +20,9 @@
                 [--no-peers] [--peers-budget SECONDS] [--peers-script PATH]
    experiments: [--plan-q-len N] [--splits N] (a num_splits policy for every case) [--num-sms N] [--q N] (only
                 q_len N of each case: one kernel for a profiler) [--hnd] (GQA pages head-major, no peers)
+                [--l2 N] (every sequence's pages drawn from the same N pages of the attention cases, so the
+                cache is read from L2: a kernel's time without HBM, to judge a change on the compute side;
+                GB/s then count bytes that did not come from HBM; no peers)
    Built with -DDCPATTN_TIMELINE (build/bench_timeline), it also prints after each attention case
    the stage timeline of its launches (templates/timeline.cuh, docs/performance.md "Timeline"). */
 #define DCPATTN_IMPLEMENTATION
@@ -684,6 +687,7 @@ static int g_plan_q_len = 0;   /* --plan-q-len: plan for at least this many quer
 static int g_force_splits = 0; /* --splits: force the num_splits policy (0: each case's own) */
 static int g_plan_sms = 0;     /* --num-sms: the plans' num_sms (0: the device's) */
 static int g_only_q = 0;       /* --q: only this q_len of each case (0: all; for profilers) */
+static int g_l2_pages = 0;     /* --l2: the batch's pages all among the first N of the shuffle (0: all distinct) */
 
 static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t st) {
     const int64_t L = pick_L(c->S, c->W, c->r, c->I), L_rest = c->S_rest > 0 ? pick_L(c->S_rest, c->W, c->r, c->I) : L;
@@ -751,7 +755,10 @@ static void attn_case_run(dcpattn_context *ctx, const attn_case *c, cudaStream_t
         std::swap(perm[(size_t)i], perm[(size_t)j]);
     }
     for (int b = 0; b < c->B; b++) {
-        for (int p = 0; p < ppseq; p++) bt[(size_t)(b * bt_stride + p)] = perm[(size_t)(b * ppseq + p)];
+        for (int p = 0; p < ppseq; p++) {
+            const int64_t j = (int64_t)b * ppseq + p;
+            bt[(size_t)(b * bt_stride + p)] = perm[(size_t)(g_l2_pages > 0 ? j % g_l2_pages : j)];
+        }
         bt[(size_t)(b * bt_stride + ppseq)] = perm[(size_t)(c->B * ppseq + b % extra)]; /* unused column: a NaN page */
     }
     for (int p = 0; p < ppseq; p++) ident[(size_t)p] = p;
@@ -1770,6 +1777,7 @@ int main(int argc, char **argv) {
         else if (a == "--q") g_only_q = atoi(val());
         else if (a == "--num-sms") g_plan_sms = atoi(val());
         else if (a == "--hnd") g_hnd = 1;
+        else if (a == "--l2") g_l2_pages = std::max(1, atoi(val()));
         else if (a == "--peers-budget") budget = atoi(val());
         else if (a == "--peers-script") script = val();
         else if (a == "--selftest-cpu") return cpu_selftest();
@@ -1779,11 +1787,12 @@ int main(int argc, char **argv) {
                     "[--no-peers] [--peers-budget SECONDS] [--peers-script PATH]\n"
                     "experiments: [--plan-q-len N] (plan attention for at least N query tokens: a larger M "
                     "tile) [--splits N] (force the split count) [--q N] (only q_len N of each case) [--hnd] "
-                    "(GQA pages head-major, no peers)\n");
+                    "(GQA pages head-major, no peers) [--l2 N] (every sequence's pages among the same N: KV "
+                    "from L2, no peers)\n");
             return 2;
         }
     }
-    if (g_hnd) peers = 0; /* the peers read token-major pages */
+    if (g_hnd || g_l2_pages) peers = 0; /* the peers read token-major pages of their own */
     if (gpu_count(&why) == 0) {
         fprintf(stderr, "bench: no CUDA device (%s): the benchmark needs a GPU; checking the validation path "
                         "on the CPU instead\n",
