@@ -1117,10 +1117,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const unsigned long long dpm = sw128_desc(sP_mine, 16, 1024);  // (narrow: PV reads its own P there)
             const unsigned ql = (unsigned)dq, dhi = (unsigned)(dq >> 32);
             const unsigned kl0 = (unsigned)sw128_desc(sK, 16, 1024);  // + stage
-            // DIRECT: the blocks of e4m3 fragments in registers at once, in S (qk_direct) and PV
-            // (pv_direct): two on the tile of 16 rows; on the tile of 32 (64 accumulators of O) one,
-            // where two made its balanced kernel spill
-            constexpr int DIRECT_SETS = Tr::M_TILE == 16 ? 2 : 1;
+            // DIRECT: the blocks of e4m3 fragments in registers at once: in S (qk_direct) two; in
+            // PV (pv_direct) two on the tile of 16 rows, one on the tile of 32 (64 accumulators of
+            // O), where two made its balanced kernel spill
+            constexpr int QK_SETS = 2, PV_SETS = Tr::M_TILE == 16 ? 2 : 1;
 
             float o[Tr::O_REGS];
 #pragma unroll
@@ -1177,76 +1177,81 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
-            // DIRECT: S^T (+)= K Q^T over raw blocks [b0, b0 + nb) of tile t, each waited for as it
-            // lands: its K fragments into registers in fp16 (sw64_e4m3_k_frags), then four k16 wgmmas
-            // with Q from shared memory, a group a block, DIRECT_SETS blocks' registers in flight.
-            // Returns with every wgmma done (the fragments' registers are free again); `first`: the
-            // first k-step overwrites S
-            auto qk_direct = [&](int t, int b0, int nb, bool first) {
+            // DIRECT: S^T = K Q^T over the nine raw blocks of tile t, each waited for as it lands:
+            // its K fragments into registers in fp16 (sw64_e4m3_k_frags), then four k16 wgmmas with
+            // Q from shared memory, a group a block, QK_SETS blocks' registers in flight. One call a
+            // tile, so that the fragments' pipeline drains once: it returns with every wgmma done
+            // (their registers are free again). rope_mid: the rope block (8) after blocks 0-3, as
+            // warpgroup 1 takes them (its blocks 4-8 are refilled last), else in channel order
+            auto qk_direct = [&](int t, bool rope_mid) {
                 if constexpr (Tr::DIRECT) {
                     const unsigned par = parity(t);
-                    unsigned ka[DIRECT_SETS][4][4];
+                    unsigned ka[QK_SETS][4][4];
 #pragma unroll
-                    for (int b = 0; b < nb; ++b) {
-                        const int blk = b0 + b;
+                    for (int b = 0; b < BLOCKS; ++b) {
+                        const int blk = !rope_mid || b < 4 ? b : b == 4 ? BLOCKS - 1 : b - 1;
                         mbar_wait(full(slot(t), blk), par);
-                        if (b >= DIRECT_SETS) {
-                            wgmma_wait<DIRECT_SETS - 1>();  // block b - DIRECT_SETS is done with its registers
-                            fence_regs(ka[b % DIRECT_SETS]);
+                        if (b >= QK_SETS) {
+                            wgmma_wait<QK_SETS - 1>();  // block b - QK_SETS is done with its registers
+                            fence_regs(ka[b % QK_SETS]);
                         }
-                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, ka[b % DIRECT_SETS]);
-                        fence_regs(ka[b % DIRECT_SETS]);  // (converted before the fence)
+                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, ka[b % QK_SETS]);
+                        fence_regs(ka[b % QK_SETS]);  // (converted before the fence)
                         wgmma_fence();
 #pragma unroll
                         for (int kk = 0; kk < 4; ++kk)
-                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, ka[b % DIRECT_SETS][kk],
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, ka[b % QK_SETS][kk],
                                                             desc_at(add_at(ql, qstep<Tr>(4 * blk + kk)), dhi),
-                                                            first && b == 0 && kk == 0 ? 0 : 1);
+                                                            b == 0 && kk == 0 ? 0 : 1);
                         wgmma_commit();
                     }
                     wgmma_wait<0>();
 #pragma unroll
-                    for (int i = 0; i < DIRECT_SETS; ++i) fence_regs(ka[i]);
+                    for (int i = 0; i < QK_SETS; ++i) fence_regs(ka[i]);
                 }
             };
             auto qk_blocks = [&](int t, int b0, bool first) {
-                if constexpr (Tr::DIRECT) {
-                    qk_direct(t, b0, 4, first);
-                } else {
-                    const unsigned par = parity(t), kl = k_lo(t);
+                const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        const int blk = b0 + b;
-                        if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
+                for (int b = 0; b < 4; ++b) {
+                    const int blk = b0 + b;
+                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), blk), par);  // (else convert_tile waited)
 #pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const unsigned off = kstep(4 * blk + i);
-                            if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
-                                wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
-                                                                   desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
-                                                                   first && b == 0 && i == 0 ? 0 : 1);
-                            else
-                                wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                                 first && b == 0 && i == 0 ? 0 : 1);
-                        }
+                    for (int i = 0; i < 4; ++i) {
+                        const unsigned off = kstep(4 * blk + i);
+                        if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
+                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
+                                                               desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
+                                                               first && b == 0 && i == 0 ? 0 : 1);
+                        else
+                            wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
+                                             first && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
             };
             // S += Q K(t)^T over the rope block (Q fragments from registers; narrow: from shared memory)
             auto qk_rope = [&](int t) {
-                if constexpr (Tr::DIRECT) {
-                    qk_direct(t, BLOCKS - 1, 1, false);
-                } else {
-                    const unsigned kl = k_lo(t);
-                    if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
+                const unsigned kl = k_lo(t);
+                if constexpr (!Tr::CONVERT) mbar_wait(full(slot(t), BLOCKS - 1), parity(t));
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        if constexpr (Tr::NARROW)
-                            wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
-                                                               desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
-                        else
-                            wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
-                    }
+                for (int i = 0; i < 4; ++i) {
+                    if constexpr (Tr::NARROW)
+                        wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, kstep(32 + i)), dhi),
+                                                           desc_at(add_at(ql, qstep<Tr>(32 + i)), dhi), 1);
+                    else
+                        wgmma_rs_n64<MT>(sacc, qr[i], desc_at(add_at(kl, kstep(32 + i)), dhi), 1);
+                }
+            };
+            // S of tile t, whole: blocks 0-3 first (their loads went out first), then the rope block and
+            // blocks 4-7 (rope_mid) or blocks 4-7 and the rope block
+            auto qk_tile = [&](int t, bool rope_mid) {
+                if constexpr (Tr::DIRECT) {
+                    qk_direct(t, rope_mid);
+                } else {
+                    qk_blocks(t, 0, true);
+                    if (rope_mid) qk_rope(t);
+                    qk_blocks(t, 4, false);
+                    if (!rope_mid) qk_rope(t);
                 }
             };
             // O[:, my half] += P V(t)[:, my half]: P of this warpgroup's tile (registers) or of the other's
@@ -1272,7 +1277,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                                                             dpp + ((kk * 32) >> 4));
                         wgmma_commit();
                     };
-                    constexpr int SETS = DIRECT_SETS;
+                    constexpr int SETS = PV_SETS;
                     unsigned va[SETS][4][4];
 #pragma unroll
                     for (int b = 0; b < 4; ++b) {
@@ -1487,9 +1492,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 tl.mark(TL_CONVERT);
                 fence_regs(sacc);
                 wgmma_fence();
-                qk_blocks(0, 0, true);
-                qk_blocks(0, 4, false);
-                qk_rope(0);
+                qk_tile(0, false);
                 wgmma_commit();
                 wgmma_wait<0>();
                 fence_regs(sacc);
@@ -1554,22 +1557,32 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             tl.mark(TL_CONVERT);
                         }
                     if (!Tr::CONVERT && next0) tl_wait(t0 + 2, 0, 4);
-                    if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
-                        fence_regs(sacc);
-                        wgmma_fence();
-                        qk_blocks(t0 + 2, 0, true);
-                        wgmma_commit();
+                    if constexpr (Tr::DIRECT) {  // S of t0 + 2 in one pass, then t1's slot refilled
+                        if (next0) {
+                            fence_regs(sacc);
+                            wgmma_fence();
+                            qk_tile(t0 + 2, false);
+                        }
+                        wgmma_wait<0>();  // (O0 += P(t1) V(t1) done: blocks 0-3 of t1's slot are read)
+                        if (fill1 && elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
+                    } else {
+                        if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
+                            fence_regs(sacc);
+                            wgmma_fence();
+                            qk_blocks(t0 + 2, 0, true);
+                            wgmma_commit();
+                        }
+                        if (!Tr::SPARSE && fill1) {  // blocks 0-3 of t1's slot are read once O0 += P(t1) V(t1) is done
+                            wgmma_wait<1>();
+                            if (elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
+                        }
+                        if (next0) {
+                            qk_blocks(t0 + 2, 4, false);
+                            qk_rope(t0 + 2);
+                            wgmma_commit();
+                        }
+                        wgmma_wait<0>();
                     }
-                    if (!Tr::SPARSE && fill1) {  // blocks 0-3 of t1's slot are read once O0 += P(t1) V(t1) is done
-                        wgmma_wait<1>();
-                        if (elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
-                    }
-                    if (next0) {
-                        qk_blocks(t0 + 2, 4, false);
-                        qk_rope(t0 + 2);
-                        wgmma_commit();
-                    }
-                    wgmma_wait<0>();
                     tl.mark(TL_SCORES);
                 } else {
                     // P(t0) and the reference after t0; if that moved (rare) O1 is rescaled, with no
@@ -1590,9 +1603,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         tl.mark(TL_CONVERT);
                         fence_regs(sacc);  // S of t1, the blocks loaded first first
                         wgmma_fence();
-                        qk_blocks(t1, 0, true);
-                        qk_rope(t1);
-                        qk_blocks(t1, 4, false);
+                        qk_tile(t1, true);
                         wgmma_commit();
                         tl.mark(TL_SCORES);
                         other_t0();
