@@ -10,8 +10,8 @@
 # skips it); then the sides run in turns, A, B, C, ..., N rounds (2 by default):
 #     build/bench --no-peers --only CASES --json ... [BENCH-ARGS...]
 # (the benchmark validates every row against the CPU reference before it times it). Prints,
-# per row and side, the times over the rounds (min-max) and the side's mean over A's; a row that
-# fails on a side says so. The logs and JSON of every run go to $OUT (default /tmp/dcpattn-out)
+# per row and side, the times over the rounds (min-max) and the side's mean over A's (C, D, ...:
+# over B's too); a row that fails on a side says so. The logs and JSON of every run go to $OUT (default /tmp/dcpattn-out)
 # as ab-SIDE-ROUND.log / .json. With AB_SECONDS set, no run starts once that many seconds have
 # passed since the start (the build counted): the table then holds the rounds that ran, so a
 # host with a time limit still gets one. With AB_CACHE set, every side also reads kernels from
@@ -102,19 +102,20 @@ for side in sides:
                 order.append(c["key"])
             t = c["median_us"] if c["status"] == "PASS" and c["median_us"] is not None else None
             times.setdefault(c["key"], {}).setdefault(side, []).append(t)
-print(f"{'row':10}" + "".join(f" {side + ' us (min-max)':>20}" + (f" {side + '/A':>7}" if side != "A" else "")
+# each side against A; C, D, ... (B with a patch on top) against B as well
+against = lambda side: [] if side == "A" else ["A"] if side == "B" else ["A", "B"]
+print(f"{'row':10}" + "".join(f" {side + ' us (min-max)':>20}" + "".join(f" {side + '/' + o:>7}" for o in against(side))
                               for side in sides))
 for key in order:
-    line, base = f"{key:10}", None
+    line, means = f"{key:10}", {}
     for side in sides:
         ts = times[key].get(side, [])
         ok = [t for t in ts if t is not None]
         good = ok and len(ok) == len(ts)
         line += f" {f'{min(ok):.1f}-{max(ok):.1f}' if good else 'FAIL':>20}"
-        mean = sum(ok) / len(ok) if good else None
-        if side == "A":
-            base = mean
-        else:
-            line += f" {f'{mean / base:.3f}' if mean and base else '-':>7}"
+        means[side] = sum(ok) / len(ok) if good else None
+        for o in against(side):
+            m, b = means[side], means[o]
+            line += f" {f'{m / b:.3f}' if m and b else '-':>7}"
     print(line)
 EOF
