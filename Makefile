@@ -171,7 +171,7 @@ $(BUILD)/bench $(BUILD)/bench_timeline: examples/bench.cu $(HEADER) tests/ref.h 
 	  $< -o $@ $(HOSTLIBS) -lcublas
 
 # the wgmma layouts the narrow MLA tiles assume (CUDA C++ on the templates' wrappers, sm_90a)
-$(BUILD)/test_gpu_wgmma: tests/test_gpu_wgmma.cu templates/ptx.cuh templates/common.cuh tests/check.h | $(BUILD) deps
+$(BUILD)/test_gpu_wgmma: tests/test_gpu_wgmma.cu templates/ptx.cuh templates/common.cuh tests/check.h tests/ref.h | $(BUILD) deps
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Itests $< -o $@
 

@@ -28,6 +28,7 @@
 #include "common.cuh"
 #include "ptx.cuh"
 #include "check.h"
+#include "ref.h" /* small integers: exact in bf16, fp16 and e4m3 */
 
 using namespace dcpattn;
 
@@ -172,24 +173,6 @@ __global__ void __launch_bounds__(128) e4m3_kernel(const unsigned char *a, const
 }
 
 // ---- host ----
-static unsigned short bf16_of(int x) {  // small integers are exact
-    float f = (float)x;
-    unsigned u;
-    memcpy(&u, &f, 4);
-    return (unsigned short)(u >> 16);
-}
-static unsigned short fp16_of(int x) {  // small integers are exact
-    int m = x < 0 ? -x : x, e = 15;
-    if (m == 0) return x < 0 ? 0x8000 : 0;
-    while (m >= 2 << (e - 15)) e++;
-    return (unsigned short)((x < 0 ? 0x8000 : 0) | e << 10 | ((m << (10 - (e - 15))) & 0x3ff));
-}
-static unsigned char e4m3_of(int x) {  // small integers (|x| <= 15) are exact
-    int m = x < 0 ? -x : x, e = 7;
-    if (m == 0) return x < 0 ? 0x80 : 0;
-    while (m >= 2 << (e - 7)) e++;
-    return (unsigned char)((x < 0 ? 0x80 : 0) | e << 3 | ((m << (3 - (e - 7))) & 7));
-}
 static int rnd(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
 
 // Uploads a and b, runs launch(a, b, d) on one warpgroup, and compares d with want (n floats).
@@ -251,8 +234,8 @@ static void narrow_products(const char *format, const void *k, size_t nk, const 
 template <int N> static void test_bf16(void) {
     static unsigned short k[KEYS * 64], q[N * 64];
     static int ki[KEYS * 64], qi[N * 64];
-    for (int i = 0; i < KEYS * 64; i++) k[i] = bf16_of(ki[i] = rnd(-3, 3));
-    for (int i = 0; i < N * 64; i++) q[i] = bf16_of(qi[i] = rnd(0, 3));
+    for (int i = 0; i < KEYS * 64; i++) k[i] = ref_float_to_bf16((float)(ki[i] = rnd(-3, 3)));
+    for (int i = 0; i < N * 64; i++) q[i] = ref_float_to_bf16((float)(qi[i] = rnd(0, 3)));
     narrow_products<N>("bf16", k, sizeof k, q, q, sizeof q, ki, qi, "K-major SW128", "A MN-major SW128",
         [](void *a, void *b, float *d) {
             bf16_kernel<N, 0><<<1, 128, SMEM>>>((const unsigned short *)a, (const unsigned short *)b, d);
@@ -267,8 +250,8 @@ template <int N> static void test_e4m3(void) {
     static unsigned char k[KEYS * 64];
     static unsigned short q[N * 64], p[N * 64];
     static int ki[KEYS * 64], qi[N * 64];
-    for (int i = 0; i < KEYS * 64; i++) k[i] = e4m3_of(ki[i] = rnd(-3, 3));
-    for (int i = 0; i < N * 64; i++) p[i] = fp16_of(qi[i] = rnd(0, 3));
+    for (int i = 0; i < KEYS * 64; i++) k[i] = ref_double_to_e4m3(ki[i] = rnd(-3, 3));
+    for (int i = 0; i < N * 64; i++) p[i] = ref_float_to_fp16((float)(qi[i] = rnd(0, 3)));
     for (int i = 0; i < N * 64; i++) q[i] = p[(i & ~15) + k16_channel(i & 15)];  // (channel order of K's fragments)
     narrow_products<N>("e4m3 -> fp16", k, sizeof k, q, p, sizeof q, ki, qi, "K from e4m3 SW64 by ldmatrix",
         "V^T from e4m3 SW64 by ldmatrix .trans",
