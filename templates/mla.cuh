@@ -190,7 +190,7 @@ struct MlaTraits {
     // slots of the K stages: a tile t goes to slot t % SLOTS, in stage t % 2 (the stage of the
     // warpgroup that computes its S); DIRECT: a raw tile takes half a stage, so each stage holds two
     // (raw_at's half (t / 2) % 2), and tile t + 4 is on its way while t + 1 .. t + 3 are ahead
-    static constexpr int SLOTS = DIRECT ? 4 : 2, LOG_SLOTS = DIRECT ? 2 : 1;
+    static constexpr int SLOTS = DIRECT ? 4 : 2;
     // the swizzle (bytes) of the TMA map that brings K (the generator's kv_swizzle, which the host encodes)
     static constexpr int KV_SWIZZLE = !FP8 ? 128 : DIRECT ? 64 : 0;
     // per thread: S's accumulators (narrow: also those of one 64-channel block of O^T), O's, and
@@ -1007,7 +1007,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             const int row0 = cta.row0, nrows = cta.nrows, kv_begin = cta.kv_begin;
             const int cta_hi = cta.cta_hi, cta_lo = cta.cta_lo, n_tiles = cta.n_tiles;
             // parity of the fill of tile t's slot that brings tile t
-            auto parity = [&](int t) { return ((unsigned)(t >> Tr::LOG_SLOTS) ^ (phb >> slot(t))) & 1u; };
+            auto parity = [&](int t) { return ((unsigned)t / SLOTS ^ (phb >> slot(t))) & 1u; };
             tl.segment(n_tiles);
             // Timeline builds wait here for blocks [b0, b0 + nb) of tile t (sparse: the stage's one
             // mbarrier), so that waiting for bytes is a stage of its own, not part of the next
@@ -1659,7 +1659,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             }
             unsigned fills = 0;  // bit k: slot k took an odd number of fills, (n_tiles - k + SLOTS - 1) / SLOTS
 #pragma unroll
-            for (int k = 0; k < SLOTS; ++k) fills |= (unsigned)(((n_tiles - k + SLOTS - 1) >> Tr::LOG_SLOTS) & 1) << k;
+            for (int k = 0; k < SLOTS; ++k) fills |= ((unsigned)(n_tiles - k + SLOTS - 1) / SLOTS & 1u) << k;
             phb ^= fills;
         }
         if constexpr (!BALANCED)
