@@ -1187,24 +1187,20 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 if constexpr (Tr::DIRECT) {
                     const unsigned par = parity(t);
                     unsigned ka[QK_SETS][4][4];
-#pragma unroll
-                    for (int b = 0; b < BLOCKS; ++b) {
-                        const int blk = !rope_mid || b < 4 ? b : b == 4 ? BLOCKS - 1 : b - 1;
-                        mbar_wait(full(slot(t), blk), par);
-                        if (b >= QK_SETS) {
-                            wgmma_wait<QK_SETS - 1>();  // block b - QK_SETS is done with its registers
-                            fence_regs(ka[b % QK_SETS]);
-                        }
-                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, ka[b % QK_SETS]);
-                        fence_regs(ka[b % QK_SETS]);  // (converted before the fence)
+                    auto blk_of = [&](int b) { return !rope_mid || b < 4 ? b : b == 4 ? BLOCKS - 1 : b - 1; };
+                    wgmma_frag_ring<BLOCKS, QK_SETS>(ka, [&](int b) { mbar_wait(full(slot(t), blk_of(b)), par); },
+                                                     [&](int b, unsigned (&k)[4][4]) {
+                        const int blk = blk_of(b);
+                        sw64_e4m3_k_frags(sK + raw_off(t, blk), wi, lane, k);
+                        fence_regs(k);  // (converted before the fence)
                         wgmma_fence();
 #pragma unroll
                         for (int kk = 0; kk < 4; ++kk)
-                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, ka[b % QK_SETS][kk],
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(sacc, k[kk],
                                                             desc_at(add_at(ql, qstep<Tr>(4 * blk + kk)), dhi),
                                                             b == 0 && kk == 0 ? 0 : 1);
                         wgmma_commit();
-                    }
+                    });
                     wgmma_wait<0>();
 #pragma unroll
                     for (int i = 0; i < QK_SETS; ++i) fence_regs(ka[i]);
@@ -1266,27 +1262,18 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // registers). Rows past the last visible key were zeroed in the stage (zero_tail).
             auto pv_direct = [&](int t, unsigned long long dpp) {
                 if constexpr (Tr::DIRECT) {
-                    auto block = [&](int b, unsigned (&va)[4][4]) {
-                        sw64_e4m3_vt_frags(sK + raw_off(t, 4 * wg + b), wi, lane, va);
-                        fence_regs(va);  // (converted before the fence)
+                    unsigned va[PV_SETS][4][4];
+                    wgmma_frag_ring<4, PV_SETS>(va, [](int) {}, [&](int b, unsigned (&v)[4][4]) {
+                        sw64_e4m3_vt_frags(sK + raw_off(t, 4 * wg + b), wi, lane, v);
+                        fence_regs(v);  // (converted before the fence)
                         fence_regs(o);
                         wgmma_fence();
 #pragma unroll
                         for (int kk = 0; kk < 4; ++kk)
-                            wgmma_rs_narrow<MT, Tr::M_TILE>(reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b], va[kk],
+                            wgmma_rs_narrow<MT, Tr::M_TILE>(reinterpret_cast<float(&)[4][Tr::S_REGS]>(o)[b], v[kk],
                                                             dpp + ((kk * 32) >> 4));
                         wgmma_commit();
-                    };
-                    constexpr int SETS = PV_SETS;
-                    unsigned va[SETS][4][4];
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        if (b >= SETS) {
-                            wgmma_wait<SETS - 1>();  // block b - SETS is done with its registers
-                            fence_regs(va[b % SETS]);
-                        }
-                        block(b, va[b % SETS]);
-                    }
+                    });
                 }
             };
             auto pv_narrow = [&](int t, unsigned long long dpp) {

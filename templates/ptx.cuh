@@ -306,6 +306,23 @@ template <int N> __device__ __forceinline__ void fence_regs(unsigned (&r)[N][4])
         asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
 }
 
+// Blocks 0 .. NB - 1 of A fragments in registers through SETS register sets: ready(b) waits for
+// block b's bytes, then block b takes set b % SETS once the wgmma group of block b - SETS, the
+// set's last reader, is done; issue(b, set) fills the set and commits the block's wgmmas as one
+// group. The caller waits for the last groups.
+template <int NB, int SETS, class Ready, class Issue>
+__device__ __forceinline__ void wgmma_frag_ring(unsigned (&sets)[SETS][4][4], Ready &&ready, Issue &&issue) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        ready(b);
+        if (b >= SETS) {
+            wgmma_wait<SETS - 1>();
+            fence_regs(sets[b % SETS]);
+        }
+        issue(b, sets[b % SETS]);
+    }
+}
+
 // A shared-memory descriptor from its two halves, built where it is used (volatile: the
 // compiler would otherwise hoist all loop-invariant descriptors into registers).
 __device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi) {
