@@ -1173,8 +1173,6 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
             // the next wgmma, where the warpgroup meets)
             const bool elected = lane == 0;
             auto refill = [&](int t, const TileSrc &src, int b0, int nb) { load(t, src, b0 + wi, b0 + nb, 4); };
-            // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
-            // waited for as it lands; `first`: the first k-step overwrites S
             // (tile t's slot is t % SLOTS, and its fill of that slot has parity t / SLOTS % 2)
             auto k_lo = [&](int t) { return add_at(kl0, ((t & 1) * TILE_BYTES) >> 4); };
             // DIRECT: S^T = K Q^T over the nine raw blocks of tile t, each waited for as it lands:
@@ -1206,7 +1204,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                     for (int i = 0; i < QK_SETS; ++i) fence_regs(ka[i]);
                 }
             };
-            auto qk_blocks = [&](int t, int b0, bool first) {
+            // S (+)= Q K(t)^T over the four column blocks [b0, b0 + 4) (Q from shared memory), each
+            // waited for as it lands; the first k-step of block 0 overwrites S
+            auto qk_blocks = [&](int t, int b0) {
                 const unsigned par = parity(t), kl = k_lo(t);
 #pragma unroll
                 for (int b = 0; b < 4; ++b) {
@@ -1218,10 +1218,10 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         if constexpr (Tr::NARROW)  // S^T = K Q^T: the 64 keys are the rows
                             wgmma_ss_narrow<MT, Tr::M_TILE, 0>(sacc, desc_at(add_at(kl, off), dhi),
                                                                desc_at(add_at(ql, qstep<Tr>(4 * blk + i)), dhi),
-                                                               first && b == 0 && i == 0 ? 0 : 1);
+                                                               b0 == 0 && b == 0 && i == 0 ? 0 : 1);
                         else
                             wgmma_ss_n64<MT>(sacc, desc_at(add_at(ql, off), dhi), desc_at(add_at(kl, off), dhi),
-                                             first && b == 0 && i == 0 ? 0 : 1);
+                                             b0 == 0 && b == 0 && i == 0 ? 0 : 1);
                     }
                 }
             };
@@ -1244,9 +1244,9 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                 if constexpr (Tr::DIRECT) {
                     qk_direct(t, rope_mid);
                 } else {
-                    qk_blocks(t, 0, true);
+                    qk_blocks(t, 0);
                     if (rope_mid) qk_rope(t);
-                    qk_blocks(t, 4, false);
+                    qk_blocks(t, 4);
                     if (!rope_mid) qk_rope(t);
                 }
             };
@@ -1556,7 +1556,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                         if (next0) {  // S of t0 + 2: blocks 0-3 first (their loads went out above)
                             fence_regs(sacc);
                             wgmma_fence();
-                            qk_blocks(t0 + 2, 0, true);
+                            qk_blocks(t0 + 2, 0);
                             wgmma_commit();
                         }
                         if (!Tr::SPARSE && fill1) {  // blocks 0-3 of t1's slot are read once O0 += P(t1) V(t1) is done
@@ -1564,7 +1564,7 @@ template <class Tr, bool BALANCED> __device__ __forceinline__ void mla_decode(co
                             if (elected) refill(t0 + 1 + SLOTS, pg1, 0, N0);
                         }
                         if (next0) {
-                            qk_blocks(t0 + 2, 4, false);
+                            qk_blocks(t0 + 2, 4);
                             qk_rope(t0 + 2);
                             wgmma_commit();
                         }
