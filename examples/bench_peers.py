@@ -176,7 +176,6 @@ def make_cases():
         Case("M2", True, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, [1]),
         Case("M1F", True, 32, 128, 1, 576, 512, 8192, 64, 8, 0, 1, [2], fp8=True),
         Case("M2F", True, 128, 16, 1, 576, 512, 8192, 64, 1, 0, 1, [1], fp8=True),
-        Case("M3", True, 32, 128, 1, 576, 512, 65536, 64, 8, 0, 1, [2], S_rest=2048),
         Case("S1", False, 32, 64, 8, 128, 128, 65536, 16, 4, 1, 1, [1, 4], S_rest=2048),
         Case("S1E", False, 32, 64, 8, 128, 128, 4032, 16, 4, 1, 1, [1, 4]),
         Case("S2", False, 64, 64, 8, 128, 128, 131072, 16, 8, 3, 16, [2], glens=s2),
@@ -409,7 +408,7 @@ def selftest():
             p = L - 5 + i
             brute = sum(1 for l in range(300) if (l // I) * W * I + r * I + l % I <= p)
             check(c.nvis(0, 5, False)[i] == brute, "DCP row limit W=%d r=%d I=%d row %d" % (W, r, I, i))
-    check(cases["M1"].causal_is_dcp(2) and cases["M3"].causal_is_dcp(2), "M1/M3: causal = DCP")
+    check(cases["M1"].causal_is_dcp(2) and cases["S3"].causal_is_dcp(2), "M1/S3: causal = DCP")
     check(not cases["G1"].causal_is_dcp(4) and cases["G1"].causal_is_dcp(2), "G1: causal != DCP at q_len 4")
     # the paged layout and the reference against a contiguous computation (SDPA, fp32)
     try:
@@ -657,7 +656,7 @@ def main():
     # ---------------- the paged peers: FlashInfer, then FlashMLA ----------------
     paged = [c for c in cases.values() if wanted(c.id)]
     if not only:  # a bare run: the standard cases and the committed skewed one
-        paged = [c for c in paged if c.id in CONTIG or c.id == "M3"]
+        paged = [c for c in paged if c.id in CONTIG or c.id == "S3"]
     fi = fi_err = None
     if "flashinfer" in peers:
         try:

@@ -24,7 +24,7 @@ PEER_ORDER = ("flashinfer", "flashmla", "flex", "sdpa")
 
 
 def base_case(cid):
-    """G1P, M3B -> G1, M3: the same data under another plan"""
+    """G1P, S3P -> G1, S3: the same data under another plan"""
     if len(cid) > 2 and cid[-1] in "PB" and cid[-2].isdigit():
         return cid[:-1]
     return cid

@@ -5,8 +5,9 @@
        #define DCPATTN_IMPLEMENTATION
        #include "dcpattn.h"
 
-   Everywhere else include it plainly. Link with Lua 5.4, libdl and pthreads:
-       cc app.c -I/usr/include/lua5.4 -llua5.4 -ldl -lm -lpthread
+   Everywhere else include it plainly. Link with Lua 5.4, libdl and pthreads, and say where
+   the source tree's gen/ and templates/ are (DCPATTN_DATA_DIR, or DCPATTN_HOME at run time):
+       cc app.c -I/usr/include/lua5.4 -DDCPATTN_DATA_DIR='"path/to/dcpattn"' -llua5.4 -ldl -lm -lpthread
    or, after `make install`, with nothing but what pkg-config says:
        cc app.c $(pkg-config --cflags --libs dcpattn)
    Nothing from CUDA is linked: the CUDA driver (libcuda.so.1), NVRTC and NCCL are opened
@@ -24,8 +25,8 @@
      cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
      DeepSeek MLA (576/512, V read from the K rows, the cache bf16/fp16 or FP8 e4m3, wgmma
      and TMA: Hopper sm_90a only;
-     elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32 or
-     multiples of 64). Split-KV partials are merged by a second
+     elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32, 64, 128,
+     192 and 256). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
      at most 8 splits, inside thread-block clusters in the same launch. By default a plan
      takes the balanced schedule: the work of the whole batch, read from the real lengths on
@@ -329,7 +330,7 @@ DCPATTN_API dcpattn_status dcpattn_merge(dcpattn_context *ctx, const dcpattn_mer
                                 wave efficiency): a skewed batch runs at the pace of its longest
                                 sequence, an even one a little faster than under the balanced
                                 schedule (H200, make bench: the balanced schedule at 98-101 % of
-                                it on G1/G2, 97-100 % on M1/M2; docs/performance.md), so it is
+                                it on G1/G2, 98-100 % on M1/M2; docs/performance.md), so it is
                                 the choice for batches known to be even;
    1                            no split: one CTA per (sequence, KV head, row tile);
    2 .. DCPATTN_MAX_MERGE_STATES   that many splits per sequence. */
@@ -524,7 +525,7 @@ typedef enum dcpattn_dcp_layout {
 } dcpattn_dcp_layout;
 
 typedef struct dcpattn_dcp_combine_args {
-    int world, rank;               /* W >= 1 (0 = 1) and r; must match the communicator */
+    int world, rank;               /* W 1..DCPATTN_MAX_MERGE_STATES (0 = 1) and r; must match the communicator */
     int rows, heads, head_dim;     /* T >= 0 (0: nothing to do), H (H % W == 0), Dv */
     dcpattn_dcp_transport transport;
     dcpattn_dcp_layout layout;

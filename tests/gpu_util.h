@@ -83,7 +83,12 @@ GPU_FN int gpu_count(const char **why) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) n = 0;
-    if (why) *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
+    /* the runtime says "driver version is insufficient" also where there is no driver at all */
+    if (why)
+        *why = e == cudaErrorInsufficientDriver ? "no CUDA driver, or one older than this CUDA runtime"
+               : e == cudaErrorNoDevice         ? "no CUDA device"
+               : e != cudaSuccess               ? cudaGetErrorString(e)
+                                                : "no device";
     return n;
 }
 /* 1 with a GPU; else prints "no GPU found: <what> not run" and returns 0. */

@@ -7,6 +7,7 @@ lua=${LUA:-lua5.4}
 total_pass=0
 total_fail=0
 status=0
+no_gpu=""
 run() {
     name=$1
     shift
@@ -30,6 +31,7 @@ run() {
     fi
     note=$(printf '%s\n' "$out" | grep -m1 -iE 'no gpu|^skipped' || true)
     printf '  %-24s %s%s\n' "$name" "$line" "${note:+  ($note)}"
+    case "$note" in *[Nn]o\ [Gg][Pp][Uu]*) no_gpu="$no_gpu $name" ;; esac
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
 }
@@ -64,5 +66,6 @@ run gpu-big-pool "$build/test_gpu_big"
 run gpu-sm80-ptx "$build/test_gpu_sm80"
 run gpu-wgmma "$build/test_gpu_wgmma"
 run python "${PYTHON:-python3}" python/tests/run.py "$build"
+[ -n "$no_gpu" ] && echo "no GPU, so their GPU parts did not run:$no_gpu"
 echo "$total_pass passed, $total_fail failed"
 exit $status

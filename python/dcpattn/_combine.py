@@ -104,8 +104,8 @@ def dcp_combine(o, lse, comm=None, *, world_size=1, rank=0, layout="scatter", tr
     if tuple(ls) != (T, H) or ldt != "float32":
         raise ArgumentError("lse must be float32 [%d, %d] (T, H), got %s %s" % (T, H, ldt, tuple(ls)), CALL)
     lst = strides_for_c(CALL, "lse", ls, lst, False)
-    if world < 1:
-        raise ArgumentError("world_size = %d (must be >= 1)" % world, CALL)
+    if not 1 <= world <= _lib.MAX_MERGE_STATES:
+        raise ArgumentError("world_size = %d (1..%d)" % (world, _lib.MAX_MERGE_STATES), CALL)
     if H % world:
         raise ArgumentError("H = %d heads over world_size = %d ranks (H must be a multiple of it)" % (H, world), CALL)
     hout = H // world if lay == _lib.DCP_SCATTER else H

@@ -178,6 +178,10 @@ def test_combine_checks():
         dcpattn.dcp_combine(o, lse, 1234, world_size=4, rank=0)
     with pytest.raises(ArgumentError, match="comm .* is required with world_size = 2"):
         dcpattn.dcp_combine(o, lse, None, world_size=2, rank=0)
+    with pytest.raises(ArgumentError, match=r"world_size = 0 \(1\.\.64\)"):
+        dcpattn.dcp_combine(o, lse, 1234, world_size=0, rank=0)
+    with pytest.raises(ArgumentError, match=r"world_size = 65 \(1\.\.64\)"):
+        dcpattn.dcp_combine(DL((4, 65, 64)), DL((4, 65), "float32"), 1234, world_size=65, rank=0)
     with pytest.raises(ArgumentError, match="transport = 'nvls'"):
         dcpattn.dcp_combine(o, lse, transport="nvls")
     with pytest.raises(ArgumentError, match=r"out must be \[4, 3, 64\]"):
