@@ -24,15 +24,17 @@
      cores, sm_80 and newer; on sm_90a the 64-row tiles of head dim 128 run on wgmma; the KV
      cache bf16/fp16 or FP8 e4m3 with per-tensor or per-KV-head scales, see kv_dtype) and
      DeepSeek MLA (576/512, V read from the K rows, the cache bf16/fp16 or FP8 e4m3, wgmma
-     and TMA: Hopper sm_90a only;
-     elsewhere its compile fails with DCPATTN_STATUS_COMPILE; page sizes 16, 32, 64, 128,
-     192 and 256). Split-KV partials are merged by a second
+     and TMA: Hopper sm_90a only, elsewhere its compile fails with DCPATTN_STATUS_COMPILE;
+     page sizes 16, 32, 64, 128, 192 and 256). Split-KV partials are merged by a second
      kernel through the workspace, or, on sm_90+ for GQA grids of at most one CTA per SM and
      at most 8 splits, inside thread-block clusters in the same launch. By default a plan
      takes the balanced schedule: the work of the whole batch, read from the real lengths on
      the device, cut into equal ranges over one wave of CTAs, and the sequences cut between
      CTAs merged inside the launch, so a batch of uneven lengths runs at the pace of an even one
      (see DCPATTN_SPLITS_BALANCED).
+   - Sparse MLA (DeepSeek V3.2 / GLM-5 top-k attention) over this rank's shard: each query
+     token names the global positions it attends to, the kernel keeps those this rank owns,
+     any W and I, with optional attention sinks applied once per DCP group (see SPARSE MLA).
    - Exact merges of partial attention states (split-KV inside one GPU, ranks of a group),
      and the DCP combine across the ranks of a group over the caller's NCCL communicator
      (one all-to-all and a merge, or all-gather + reduce-scatter).
