@@ -31,7 +31,7 @@ run() {
     fi
     note=$(printf '%s\n' "$out" | grep -m1 -iE 'no gpu|^skipped' || true)
     printf '  %-24s %s%s\n' "$name" "$line" "${note:+  ($note)}"
-    case "$note" in *[Nn]o\ [Gg][Pp][Uu]*) no_gpu="$no_gpu $name" ;; esac
+    case "$note" in "no GPU found"*) no_gpu="$no_gpu $name" ;; esac  # (gpu_util.h, gpu_found)
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
 }
